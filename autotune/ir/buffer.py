@@ -1,0 +1,110 @@
+"""Buffers, ranges and regions.
+
+A :class:`Buffer` is a typed N-d view on storage named by its ``data`` variable.
+Two buffers that share ``data`` alias the same storage (a ``DeclBuffer`` alias,
+tvm-rfcs 0063). ``axis_separators`` split the logical axes into groups; each
+group becomes one physical axis when the buffer is flattened, so a buffer with
+separators stays N-d physically (for example two banks ``[2][4096]``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, replace
+from math import prod
+
+from .expr import INT, Expr, ExprLike, IntImm, Node, Var, as_int, const
+
+DTYPE_BYTES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8, "int8": 1, "uint8": 1, "float16": 2, "bool": 1}
+
+
+def dtype_bytes(dtype: str) -> int:
+    try:
+        return DTYPE_BYTES[dtype]
+    except KeyError:
+        raise ValueError(f"unknown dtype {dtype!r}") from None
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Buffer(Node):
+    """A buffer, compared by identity. Build one with :func:`decl_buffer`."""
+
+    name: str
+    shape: tuple[Expr, ...]
+    dtype: str
+    data: Var
+    strides: tuple[Expr, ...] = ()
+    axis_separators: tuple[int, ...] = ()
+    scope: str = "global"
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def const_shape(self) -> tuple[int, ...]:
+        """The shape as Python ints; raises ValueError for a symbolic shape."""
+        dims = tuple(as_int(d) for d in self.shape)
+        if any(d is None for d in dims):
+            raise ValueError(f"buffer {self.name} has a symbolic shape")
+        return dims  # type: ignore[return-value]
+
+    @property
+    def nbytes(self) -> int:
+        return prod(self.const_shape()) * dtype_bytes(self.dtype)
+
+    def physical_shape(self) -> tuple[int, ...]:
+        """One extent per axis group delimited by ``axis_separators``."""
+        shape = self.const_shape()
+        bounds = (0, *self.axis_separators, len(shape))
+        return tuple(prod(shape[lo:hi]) for lo, hi in itertools.pairwise(bounds))
+
+    def __getitem__(self, indices: ExprLike | tuple[ExprLike, ...]) -> Expr:
+        from .expr import BufferLoad
+
+        if not isinstance(indices, tuple):
+            indices = (indices,)
+        return BufferLoad(self, tuple(const(i) for i in indices))
+
+    def with_(self, **changes: object) -> Buffer:
+        """A new buffer (new identity) with some fields changed; shares ``data`` unless given."""
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+    def __repr__(self) -> str:
+        return f"Buffer({self.name!r}, {self.const_shape() if all(as_int(d) is not None for d in self.shape) else self.shape})"
+
+
+def decl_buffer(
+    name: str,
+    shape: tuple[ExprLike, ...] | list[ExprLike],
+    dtype: str = "float32",
+    *,
+    data: Var | None = None,
+    axis_separators: tuple[int, ...] = (),
+    scope: str = "global",
+) -> Buffer:
+    """Declare a buffer with fresh storage, or an alias of ``data``."""
+    if data is None:
+        data = Var(f"{name}_data", "handle")
+    return Buffer(name, tuple(const(d) for d in shape), dtype, data, (), tuple(axis_separators), scope)
+
+
+@dataclass(frozen=True, slots=True)
+class Range(Node):
+    """The half-open interval ``[min, min + extent)``."""
+
+    min: Expr
+    extent: Expr
+
+    @staticmethod
+    def of(lo: ExprLike, extent: ExprLike) -> Range:
+        return Range(const(lo), const(extent))
+
+
+@dataclass(frozen=True, slots=True)
+class BufferRegion(Node):
+    buffer: Buffer
+    region: tuple[Range, ...]
+
+    @staticmethod
+    def full(buffer: Buffer) -> BufferRegion:
+        return BufferRegion(buffer, tuple(Range(IntImm(0, INT), d) for d in buffer.shape))
