@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from .buffer import Buffer, BufferRegion, Range, decl_buffer, dtype_bytes
 from .expr import (
+    BOOL,
     EQ,
     GE,
     GT,
+    INT,
     LE,
     LT,
     NE,
@@ -19,6 +21,7 @@ from .expr import (
     CmpOp,
     Div,
     Expr,
+    ExprLike,
     FloatImm,
     FloorDiv,
     FloorMod,

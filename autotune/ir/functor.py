@@ -27,11 +27,27 @@ def node_fields(cls: type) -> tuple[str, ...]:
     return names
 
 
+def _dispatch(obj: Any, cls: type) -> Any:
+    """The ``visit_<Class>`` method of ``obj`` for ``cls`` or its nearest base class, or None."""
+    table = type(obj).__dict__.get("_dispatch_table")
+    if table is None:
+        table = {}
+        type(obj)._dispatch_table = table  # type: ignore[attr-defined]
+    if cls not in table:
+        table[cls] = next(
+            (f"visit_{base.__name__}" for base in cls.__mro__ if hasattr(obj, f"visit_{base.__name__}") and base is not object),
+            None,
+        )
+    name = table[cls]
+    return getattr(obj, name) if name is not None else None
+
+
 class Visitor:
-    """Read-only walk. Override ``visit_<Class>`` and call ``generic_visit`` to descend."""
+    """Read-only walk. Override ``visit_<Class>`` (a subclass of Class dispatches there too)
+    and call ``generic_visit`` to descend."""
 
     def visit(self, node: Any) -> None:
-        method = getattr(self, "visit_" + type(node).__name__, None)
+        method = _dispatch(self, type(node))
         if method is not None:
             method(node)
         else:
@@ -58,7 +74,7 @@ class Transformer:
     """Rebuilding walk. ``visit_<Class>`` returns the replacement node."""
 
     def visit(self, node: Any) -> Any:
-        method = getattr(self, "visit_" + type(node).__name__, None)
+        method = _dispatch(self, type(node))
         if method is not None:
             return method(node)
         return self.generic_visit(node)
@@ -119,11 +135,22 @@ def post_order_visit(node: Any, fn: Callable[[Any], None]) -> None:
     _PostOrder(fn).visit(node)
 
 
+class _PreOrder(Visitor):
+    def __init__(self, cls: type | tuple[type, ...]) -> None:
+        self.cls = cls
+        self.found: list[Any] = []
+
+    def visit(self, node: Any) -> None:
+        if isinstance(node, self.cls):
+            self.found.append(node)
+        self.generic_visit(node)
+
+
 def collect(node: Any, cls: type | tuple[type, ...]) -> list[Any]:
-    """Every node of class ``cls`` under ``node``, in post order."""
-    found: list[Any] = []
-    post_order_visit(node, lambda n: found.append(n) if isinstance(n, cls) else None)
-    return found
+    """Every node of class ``cls`` under ``node``, in pre order (program order for statements)."""
+    c = _PreOrder(cls)
+    c.visit(node)
+    return c.found
 
 
 def free_vars(node: Any) -> set[Var]:

@@ -143,7 +143,9 @@ class Printer:
         elif lo is not None and ext is not None:
             bounds = f"{lo}, {lo + ext}"
         else:
-            bounds = f"{self.expr(s.min)}, {self.expr(E.Add(s.min, s.extent))}"
+            # an extent written ``stop - min`` prints as the stop it means
+            stop = s.extent.a if isinstance(s.extent, E.Sub) and s.extent.b == s.min else E.Add(s.min, s.extent)
+            bounds = f"{self.expr(s.min)}, {self.expr(stop)}"
         ann = f", annotations={self.annotations(s.annotations)}" if s.annotations else ""
         self.emit(depth, f"for {self.var(s.loop_var)} in {_FOR_FN[s.kind]}({bounds}{ann}):")
         self.stmt(s.body, depth + 1)

@@ -40,7 +40,7 @@ class _BlockLowerer(ir.Transformer):
             ann: ir.Annotations = ()
             if buf.name in pools:
                 ann = ir.ann_set(ann, POOLS_ANNOTATION, tuple(pools[buf.name]))
-            extents = tuple(ir.const(e) for e in buf.physical_shape()) if buf.axis_separators else tuple(buf.shape)
+            extents = tuple(ir.const(e) for e in buf.physical_shape())
             stmt = ir.Allocate(buf.data, buf.dtype, extents, stmt, ann)
         return stmt
 

@@ -65,25 +65,31 @@ def _draw_pool(ax: Axes, plan: MemoryPlan, pool: str, size: int, peak: int) -> N
             continue
         width = p.end + 1 - p.start
         ax.add_patch(
-            Rectangle(
-                (p.start, p.offset), width, p.size, facecolor=colour, edgecolor="black", alpha=0.7
-            )
+            Rectangle((p.start, p.offset), width, p.size, facecolor=colour, edgecolor="black", alpha=0.7)
         )
-        ax.text(
-            p.start + width / 2, p.offset + p.size / 2, p.name, ha="center", va="center", fontsize=8
-        )
+        ax.text(p.start + width / 2, p.offset + p.size / 2, p.name, ha="center", va="center", fontsize=8)
     top = size if peak == 0 or size <= 2 * peak else int(peak * 1.3)
     if size <= top:
         ax.axhline(size, color="black", linestyle="--", linewidth=1)
     else:
         ax.text(
-            0.99, 0.97, f"pool size {format_size(size)} (off scale)", transform=ax.transAxes,
-            ha="right", va="top", fontsize=8,
+            0.99,
+            0.97,
+            f"pool size {format_size(size)} (off scale)",
+            transform=ax.transAxes,
+            ha="right",
+            va="top",
+            fontsize=8,
         )
     if peak:
         ax.axhline(peak, color="red", linewidth=1)
         ax.text(
-            0.01, peak, f"peak {format_size(peak)}", color="red", va="bottom", fontsize=8,
+            0.01,
+            peak,
+            f"peak {format_size(peak)}",
+            color="red",
+            va="bottom",
+            fontsize=8,
             transform=ax.get_yaxis_transform(),
         )
     ax.set_ylim(0, top * 1.05)

@@ -75,13 +75,11 @@ class Problem:
             if unknown:
                 known = ", ".join(repr(p.name) for p in pool_tuple)
                 raise ConfigError(
-                    f"allocation {a.name!r}: candidate pool {unknown[0]!r} is not one "
-                    f"of the pools {known}"
+                    f"allocation {a.name!r}: candidate pool {unknown[0]!r} is not one of the pools {known}"
                 )
             candidates.append(tuple(index[c] for c in a.candidates) or every)
         conflicts = tuple(
-            tuple(j for j, b in enumerate(allocs) if j != i and a.overlaps(b))
-            for i, a in enumerate(allocs)
+            tuple(j for j, b in enumerate(allocs) if j != i and a.overlaps(b)) for i, a in enumerate(allocs)
         )
         return cls(allocs, pool_tuple, tuple(candidates), conflicts)
 
@@ -110,9 +108,7 @@ def _lowest_offset(spans: list[tuple[int, int]], size: int, alignment: int) -> i
     return offset
 
 
-def first_fit(
-    problem: Problem, order: Sequence[int], sizes: Sequence[int | None]
-) -> Assignment | Failure:
+def first_fit(problem: Problem, order: Sequence[int], sizes: Sequence[int | None]) -> Assignment | Failure:
     """Place the allocations in ``order`` into pools of ``sizes`` bytes (``None``:
     unbounded); return the assignment, or the :class:`Failure` of the first
     allocation that fits no candidate."""
@@ -124,9 +120,7 @@ def first_fit(
         needed = 0
         for p in problem.candidates[i]:
             spans = [
-                (offset_of[j], offset_of[j] + allocs[j].size)
-                for j in problem.conflicts[i]
-                if pool_of[j] == p
+                (offset_of[j], offset_of[j] + allocs[j].size) for j in problem.conflicts[i] if pool_of[j] == p
             ]
             offset = _lowest_offset(spans, a.size, a.alignment)
             needed = offset + a.size
@@ -203,4 +197,3 @@ def live_bytes_lower_bound(allocations: Iterable[Allocation]) -> int:
         live += delta
         best = max(best, live)
     return best
-

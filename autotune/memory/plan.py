@@ -119,8 +119,7 @@ class MemoryPlan:
         for placement in self.placements:
             if placement.pool not in known:
                 raise ValueError(
-                    f"memory plan: placement {placement.name!r} is in unknown pool "
-                    f"{placement.pool!r}"
+                    f"memory plan: placement {placement.name!r} is in unknown pool {placement.pool!r}"
                 )
 
     @property

@@ -58,9 +58,7 @@ class Planner(ABC):
     name: ClassVar[str]
 
     @abstractmethod
-    def plan(
-        self, allocations: Iterable[Allocation], pools: Iterable[Pool], seed: int = 0
-    ) -> MemoryPlan:
+    def plan(self, allocations: Iterable[Allocation], pools: Iterable[Pool], seed: int = 0) -> MemoryPlan:
         """Place ``allocations`` into ``pools``; ``seed`` drives any random choice."""
 
 
@@ -119,9 +117,7 @@ class _Greedy(Planner):
     def order(problem: Problem) -> list[int]:
         """The allocation indices in placement order."""
 
-    def plan(
-        self, allocations: Iterable[Allocation], pools: Iterable[Pool], seed: int = 0
-    ) -> MemoryPlan:
+    def plan(self, allocations: Iterable[Allocation], pools: Iterable[Pool], seed: int = 0) -> MemoryPlan:
         """Place by first fit in :meth:`order`; ``seed`` is unused."""
         problem = Problem.build(allocations, pools)
         order = self.order(problem)
@@ -177,18 +173,14 @@ class HillClimb(Planner):
             raise ConfigError(f"hill_climb.iterations: expected an int >= 0, got {iterations!r}")
         self.iterations = iterations
 
-    def plan(
-        self, allocations: Iterable[Allocation], pools: Iterable[Pool], seed: int = 0
-    ) -> MemoryPlan:
+    def plan(self, allocations: Iterable[Allocation], pools: Iterable[Pool], seed: int = 0) -> MemoryPlan:
         """Hill-climb over placement orders with ``random.Random(seed)``."""
         problem = Problem.build(allocations, pools)
         sizes = problem.sizes
         starts = [_size_order(problem), _conflict_order(problem)]
         results = [first_fit(problem, order, sizes) for order in starts]
         feasible = [
-            (total_peak(problem, r), k, r)
-            for k, r in enumerate(results)
-            if not isinstance(r, Failure)
+            (total_peak(problem, r), k, r) for k, r in enumerate(results) if not isinstance(r, Failure)
         ]
         if not feasible:
             # Growing a pool as greedy_by_size's error suggests makes that order fit.

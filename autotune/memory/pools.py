@@ -102,9 +102,7 @@ def parse_pools(spec: str) -> tuple[Pool, ...]:
     for index, entry in enumerate(spec.split(",")):
         name, sep, size = (part.strip() for part in entry.partition("="))
         if not sep or not _NAME_RE.fullmatch(name):
-            raise ConfigError(
-                f"pools[{index}]: expected NAME=SIZE such as dtcm=64KiB, got {entry.strip()!r}"
-            )
+            raise ConfigError(f"pools[{index}]: expected NAME=SIZE such as dtcm=64KiB, got {entry.strip()!r}")
         if any(pool.name == name for pool in pools):
             raise ConfigError(f"pools[{index}]: duplicate pool name {name!r}")
         pools.append(Pool(name, parse_size(size, f"pools[{index}].size")))

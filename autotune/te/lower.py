@@ -50,13 +50,26 @@ def topo_order(outputs: Sequence[Tensor]) -> list[Tensor]:
     return order
 
 
-def lower_stage(t: Tensor) -> ir.Stmt:
-    """The loop nest and block of one compute stage."""
+def _fresh(taken: set[str], base: str) -> str:
+    name, n = base, 0
+    while name in taken:
+        n += 1
+        name = f"{base}_{n}"
+    taken.add(name)
+    return name
+
+
+def lower_stage(t: Tensor, taken: set[str] | None = None) -> ir.Stmt:
+    """The loop nest and block of one compute stage; loop and iter var names avoid ``taken``."""
     assert t.body is not None
+    taken = set() if taken is None else taken
     reduce_axes: tuple[ReduceAxis, ...] = t.body.axes if isinstance(t.body, Reduce) else ()
-    loops = [ir.Var(a.name) for a in t.axes] + [ir.Var(a.name) for a in reduce_axes]
-    spatial = [ir.IterVar(ir.Var("v_" + a.name), ir.Range.of(0, d), "spatial") for a, d in zip(t.axes, t.shape)]
-    reduce = [ir.IterVar(ir.Var("v_" + a.name), ir.Range.of(a.lo, a.extent), "reduce") for a in reduce_axes]
+    loops = [ir.Var(_fresh(taken, a.name)) for a in (*t.axes, *reduce_axes)]
+    spatial = [ir.IterVar(ir.Var(_fresh(taken, "v_" + v.name)), ir.Range.of(0, d), "spatial") for v, d in zip(loops, t.shape)]
+    reduce = [
+        ir.IterVar(ir.Var(_fresh(taken, "v_" + v.name)), ir.Range.of(a.lo, a.extent), "reduce")
+        for v, a in zip(loops[len(t.axes) :], reduce_axes)
+    ]
     iter_vars = spatial + reduce
     vmap: dict[ir.Var, ir.Expr] = {a: iv.var for a, iv in zip((*t.axes, *reduce_axes), iter_vars)}
     out_idx = tuple(iv.var for iv in spatial)
@@ -92,7 +105,8 @@ def create_func(inputs: Sequence[Tensor], outputs: Sequence[Tensor], name: str =
     out_ids = {id(t) for t in outputs}
     stages = [t for t in order if not t.is_placeholder]
     intermediates = tuple(t.buffer for t in stages if id(t) not in out_ids)
-    body = ir.seq(*[lower_stage(t) for t in stages])
+    taken = {t.name for t in order}
+    body = ir.seq(*[lower_stage(t, taken) for t in stages])
     root = ir.Block("root", (), (), body, alloc_buffers=intermediates)
     params = tuple(t.buffer for t in inputs) + tuple(t.buffer for t in outputs)
     return ir.Func(name, params, root, num_outputs=len(outputs))

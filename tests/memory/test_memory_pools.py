@@ -104,7 +104,10 @@ def test_format_size(n: int, text: str) -> None:
     [
         ({"name": "dtcm", "size": 0}, "pool 'dtcm': size: expected a positive number of bytes, got 0"),
         ({"name": "dtcm", "size": True}, "pool 'dtcm': size: expected a positive number of bytes, got True"),
-        ({"name": "dtcm", "size": "64KiB"}, "pool 'dtcm': size: expected a positive number of bytes, got '64KiB'"),
+        (
+            {"name": "dtcm", "size": "64KiB"},
+            "pool 'dtcm': size: expected a positive number of bytes, got '64KiB'",
+        ),
         ({"name": "", "size": 1}, "pool name: expected an identifier such as 'dtcm' or 'sram', got ''"),
         ({"name": "a b", "size": 1}, "pool name: expected an identifier such as 'dtcm' or 'sram', got 'a b'"),
         (

@@ -1,0 +1,189 @@
+"""Linear (integer-affine) forms of expressions.
+
+A :class:`Linear` is ``sum(coeff * term) + const`` with integer coefficients.
+:func:`to_linear` accepts only integer-affine expressions, so its terms are
+:class:`~autotune.ir.Var`; :func:`sum_form` also accepts any other integer
+expression as an opaque *atom* term (``x // 3``, ``T.min(a, b)``, a load), which
+is what the simplifier needs to cancel ``(i*4 + j) - i*4`` or ``m + 1 - m``.
+
+Terms keep the order of their first appearance; :meth:`Linear.to_expr` prints
+the positive terms first (in that order), then the negative ones, then the
+constant: ``v_h * 2 + rh - 1``, ``5 - i``, ``x * -1 - 1``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from autotune.ir import (
+    Add,
+    Expr,
+    FloorDiv,
+    FloorMod,
+    IntImm,
+    Mul,
+    Sub,
+    Var,
+)
+
+__all__ = ["Linear", "is_int_dtype", "sum_form", "to_linear"]
+
+
+def is_int_dtype(dtype: str) -> bool:
+    """True for the integer dtypes (``int8`` ... ``int64``, ``uint8``); False for ``bool`` and floats."""
+    return dtype.startswith(("int", "uint"))
+
+
+@dataclass(frozen=True, slots=True)
+class Linear:
+    """``sum(coeff * term for term, coeff in coeffs) + const``.
+
+    ``coeffs`` holds no zero coefficient and no term twice; its order is the order
+    in which the terms first appeared. Terms are :class:`Var` for the forms made
+    by :func:`to_linear`, and may be any integer expression for :func:`sum_form`.
+    """
+
+    coeffs: tuple[tuple[Expr, int], ...] = ()
+    const: int = 0
+
+    # ---- construction ------------------------------------------------------
+    @staticmethod
+    def of(terms: Iterable[tuple[Expr, int]], const: int = 0) -> Linear:
+        """A form from ``(term, coeff)`` pairs, merging repeated terms and dropping zeros."""
+        acc: dict[Expr, int] = {}
+        for term, k in terms:
+            acc[term] = acc.get(term, 0) + k
+        return Linear(tuple((t, k) for t, k in acc.items() if k != 0), const)
+
+    @staticmethod
+    def term(term: Expr, coeff: int = 1) -> Linear:
+        return Linear(((term, coeff),) if coeff else ())
+
+    # ---- queries -----------------------------------------------------------
+    @property
+    def is_const(self) -> bool:
+        return not self.coeffs
+
+    @property
+    def terms(self) -> tuple[Expr, ...]:
+        return tuple(t for t, _ in self.coeffs)
+
+    def coeff(self, term: Expr) -> int:
+        """The coefficient of ``term`` (0 when absent)."""
+        for t, k in self.coeffs:
+            if t == term:  # identity for Var, structural for other nodes
+                return k
+        return 0
+
+    def as_mapping(self) -> Mapping[Expr, int]:
+        return dict(self.coeffs)
+
+    def divisible_by(self, c: int) -> bool:
+        """True when every coefficient (not the constant) is a multiple of ``c``."""
+        return all(k % c == 0 for _, k in self.coeffs)
+
+    # ---- arithmetic --------------------------------------------------------
+    def __add__(self, other: Linear | int) -> Linear:
+        if isinstance(other, int):
+            return Linear(self.coeffs, self.const + other)
+        return Linear.of((*self.coeffs, *other.coeffs), self.const + other.const)
+
+    def __sub__(self, other: Linear | int) -> Linear:
+        return self + (-other)
+
+    def __neg__(self) -> Linear:
+        return self.scale(-1)
+
+    def scale(self, k: int) -> Linear:
+        if k == 0:
+            return Linear()
+        return Linear(tuple((t, c * k) for t, c in self.coeffs), self.const * k)
+
+    def with_const(self, const: int) -> Linear:
+        return Linear(self.coeffs, const)
+
+    # ---- back to IR --------------------------------------------------------
+    def to_expr(self, dtype: str = "int32") -> Expr:
+        """The canonical expression: positive terms, then negative terms, then the constant."""
+        pos = [(t, k) for t, k in self.coeffs if k > 0]
+        neg = [(t, -k) for t, k in self.coeffs if k < 0]
+        c = self.const
+
+        def scaled(t: Expr, k: int) -> Expr:
+            return t if k == 1 else Mul(t, IntImm(k, dtype))
+
+        if pos:
+            out = scaled(*pos[0])
+            rest = pos[1:]
+        elif c > 0 or not neg:
+            out, c = IntImm(c, dtype), 0
+            rest = []
+        else:
+            t0, k0 = neg.pop(0)
+            out, rest = Mul(t0, IntImm(-k0, dtype)), []
+        for t, k in rest:
+            out = Add(out, scaled(t, k))
+        for t, k in neg:
+            out = Sub(out, scaled(t, k))
+        if c > 0:
+            out = Add(out, IntImm(c, dtype))
+        elif c < 0:
+            out = Sub(out, IntImm(-c, dtype))
+        return out
+
+
+def to_linear(expr: Expr) -> Linear | None:
+    """The affine form of an integer expression over integer variables, or None.
+
+    ``+``, ``-``, multiplication by a constant, and ``//``/``%`` by a constant that
+    divides every coefficient (``(i*4 + 6) // 2`` is ``i*2 + 3``) are affine;
+    anything else (floats, casts, calls, loads, select, min/max, other divisions) is not.
+    """
+    return _decompose(expr, atoms=False)
+
+
+def sum_form(expr: Expr) -> Linear | None:
+    """Like :func:`to_linear`, but any non-affine integer sub-expression becomes a term.
+
+    Returns None only for a non-integer expression.
+    """
+    return _decompose(expr, atoms=True)
+
+
+def _decompose(e: Expr, atoms: bool) -> Linear | None:
+    if isinstance(e, IntImm):
+        return Linear((), e.value) if is_int_dtype(e.dtype) else None
+    if not is_int_dtype(e.dtype):
+        return None
+    if isinstance(e, Var):
+        return Linear.term(e)
+    found = _decompose_op(e, atoms)
+    if found is None and atoms:
+        return Linear.term(e)
+    return found
+
+
+def _decompose_op(e: Expr, atoms: bool) -> Linear | None:
+    if isinstance(e, (Add, Sub, Mul)):
+        la, lb = _decompose(e.a, atoms), _decompose(e.b, atoms)
+        if la is None or lb is None:
+            return None
+        if isinstance(e, Add):
+            return la + lb
+        if isinstance(e, Sub):
+            return la - lb
+        if la.is_const:
+            return lb.scale(la.const)
+        if lb.is_const:
+            return la.scale(lb.const)
+        return None
+    if isinstance(e, (FloorDiv, FloorMod)) and isinstance(e.b, IntImm) and e.b.value != 0:
+        c = e.b.value
+        la = _decompose(e.a, atoms)
+        if la is None or not la.divisible_by(c):
+            return None
+        if isinstance(e, FloorDiv):
+            return Linear(tuple((t, k // c) for t, k in la.coeffs), la.const // c)
+        return Linear((), la.const % c)
+    return None

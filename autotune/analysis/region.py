@@ -1,0 +1,231 @@
+"""Access regions: what a block reads and writes, relaxed over loops, clipped, united.
+
+Within one block instance every iteration variable is fixed, so an access
+``A[v_h + 1]`` is a point; the region of a buffer is the bounding box of its
+accesses (``A[v_h]`` and ``A[v_h + 1]`` give ``A[v_h:v_h + 2]``). An index that is
+not (quasi-)affine in the block variables, such as the float math of a resize
+(``T.Cast("int32", T.floor(T.Cast("float32", v_h) * 2.0 + 0.5))``), a select or a
+load, makes that dimension the whole buffer, and the buffer is reported as a
+fallback so a schedule can ask for an explicit annotation instead.
+
+A consumer's region is then expressed in loop variables (:func:`substitute_bindings`)
+and relaxed over the loops inside a tile (:func:`relax_region`): ``A[ho*4 + hi + rh]``
+with ``hi < 4`` and ``rh < 3`` needs ``A[ho * 4:ho * 4 + 6]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from autotune.errors import IRError
+from autotune.ir import (
+    GE,
+    LE,
+    Add,
+    Block,
+    Buffer,
+    BufferLoad,
+    BufferRegion,
+    BufferStore,
+    DeclBuffer,
+    For,
+    IntImm,
+    Max,
+    Min,
+    Range,
+    Sub,
+    Var,
+    Visitor,
+    as_int,
+    free_vars,
+    substitute,
+)
+
+from .arith import Analyzer, simplify
+from .bounds import DimBound, Relaxer
+
+__all__ = [
+    "block_access_regions", "clip_region", "region_extents_const", "relax_region",
+    "substitute_bindings", "union_regions",
+]
+
+Regions = tuple[BufferRegion, ...]
+_Access = tuple[tuple[Range, ...], dict[Var, Range]]  # the ranges and the loops inside the block around them
+
+
+def _full(buffer: Buffer, dim: int) -> Range:
+    return Range(IntImm(0), buffer.shape[dim])
+
+
+def _mentions(rng: Range, domains: Mapping[Var, Range]) -> bool:
+    return any(v in domains for v in free_vars(rng))
+
+
+# ---- relax, union, clip ----------------------------------------------------
+def relax_region(
+    region: BufferRegion, var_domains: Mapping[Var, Range], analyzer: Analyzer | None = None
+) -> BufferRegion:
+    """The part of ``region`` touched while each variable of ``var_domains`` runs over its range.
+
+    Mins become affine in the remaining variables and extents constants:
+    ``A[ho*4 + hi + rh]`` with ``hi`` in ``[0, 4)`` and ``rh`` in ``[0, 3)`` is
+    ``A[ho * 4:ho * 4 + 6]``. A dimension that cannot be bounded is the whole dimension.
+    """
+    an = analyzer if analyzer is not None else Analyzer()
+    relaxer = Relaxer(var_domains, an)
+    ranges = []
+    for d, rng in enumerate(region.region):
+        if not _mentions(rng, var_domains):
+            ranges.append(an.simplify(rng))
+            continue
+        bound = relaxer.bound(rng.min, rng.extent)
+        ranges.append(_full(region.buffer, d) if bound is None else bound.to_range(rng.min.dtype))
+    return BufferRegion(region.buffer, tuple(ranges))
+
+
+def union_regions(a: BufferRegion, b: BufferRegion, analyzer: Analyzer | None = None) -> BufferRegion:
+    """The per-dimension bounding box of two regions of one buffer.
+
+    Exact when the mins of a dimension differ by a constant, the whole dimension otherwise.
+    """
+    if a.buffer is not b.buffer:
+        raise IRError(f"union_regions: regions of different buffers '{a.buffer.name}' and '{b.buffer.name}'")
+    an = analyzer if analyzer is not None else Analyzer()
+    relaxer = Relaxer({}, an)
+    ranges = []
+    for d, (ra, rb) in enumerate(zip(a.region, b.region)):
+        if ra == rb:
+            ranges.append(ra)
+            continue
+        ba, bb = relaxer.bound(ra.min, ra.extent), relaxer.bound(rb.min, rb.extent)
+        both = ba.union(bb) if ba is not None and bb is not None else None
+        ranges.append(_full(a.buffer, d) if both is None else both.to_range(ra.min.dtype))
+    return BufferRegion(a.buffer, tuple(ranges))
+
+
+def clip_region(region: BufferRegion, analyzer: Analyzer | None = None) -> BufferRegion:
+    """``region`` cut to the buffer's shape where it may leave it.
+
+    A dimension that provably stays inside (with the analyzer's bounds) is kept;
+    otherwise the min becomes ``T.max(min, 0)`` and/or the end ``T.min(min + extent, dim)``.
+    """
+    an = analyzer if analyzer is not None else Analyzer()
+    ranges = []
+    for rng, dim in zip(region.region, region.buffer.shape):
+        end = an.simplify(Add(rng.min, rng.extent))
+        low_ok = an.can_prove(GE(rng.min, IntImm(0, rng.min.dtype)))
+        high_ok = an.can_prove(LE(end, dim))
+        if low_ok and high_ok:
+            ranges.append(rng)
+            continue
+        lo = rng.min if low_ok else an.simplify(Max(rng.min, IntImm(0, rng.min.dtype)))
+        hi = end if high_ok else an.simplify(Min(end, dim))
+        ranges.append(Range(lo, an.simplify(Sub(hi, lo))))
+    return BufferRegion(region.buffer, tuple(ranges))
+
+
+def substitute_bindings(region: BufferRegion, block: Block, analyzer: Analyzer | None = None) -> BufferRegion:
+    """``region``, written in ``block``'s iteration variables, rewritten in the loop variables of its bindings."""
+    vmap = {iv.var: value for iv, value in zip(block.iter_vars, block.bindings)}
+    found = substitute(region, vmap)
+    return analyzer.simplify(found) if analyzer is not None else simplify(found)
+
+
+def region_extents_const(region: BufferRegion) -> tuple[int, ...] | None:
+    """The extents as ints, or None when one is not a constant."""
+    extents = tuple(as_int(simplify(r.extent)) for r in region.region)
+    return None if any(e is None for e in extents) else extents  # type: ignore[return-value]
+
+
+# ---- block access regions --------------------------------------------------
+class _Accesses(Visitor):
+    """Every access of a block body, with the loops (inside the block) around it."""
+
+    def __init__(self, local: set[Buffer]) -> None:
+        self.local = local
+        self.loops: dict[Var, Range] = {}
+        self.reads: dict[Buffer, list[_Access]] = {}
+        self.writes: dict[Buffer, list[_Access]] = {}
+
+    def add(self, table: dict[Buffer, list[_Access]], buffer: Buffer, ranges: tuple[Range, ...]) -> None:
+        if buffer not in self.local:
+            table.setdefault(buffer, []).append((ranges, dict(self.loops)))
+
+    def visit_BufferLoad(self, e: BufferLoad) -> None:
+        self.add(self.reads, e.buffer, tuple(Range(i, IntImm(1, i.dtype)) for i in e.indices))
+        self.generic_visit(e)
+
+    def visit_BufferStore(self, s: BufferStore) -> None:
+        self.visit(s.value)
+        for i in s.indices:
+            self.visit(i)
+        self.add(self.writes, s.buffer, tuple(Range(i, IntImm(1, i.dtype)) for i in s.indices))
+
+    def visit_For(self, s: For) -> None:
+        self.visit(s.min)
+        self.visit(s.extent)
+        self.loops[s.loop_var] = Range(s.min, s.extent)
+        self.visit(s.body)
+        del self.loops[s.loop_var]
+
+    def visit_DeclBuffer(self, s: DeclBuffer) -> None:
+        self.local.add(s.buffer)
+        self.visit(s.body)
+
+    def visit_Block(self, b: Block) -> None:
+        """A nested block contributes its declared regions (inferred when it declares none)."""
+        for e in (*b.bindings, b.predicate):
+            self.visit(e)
+        reads, writes = (b.reads, b.writes) if b.reads or b.writes else block_access_regions(b)[:2]
+        for table, regions in ((self.reads, reads), (self.writes, writes)):
+            for r in regions:
+                self.add(table, r.buffer, substitute_bindings(r, b).region)
+
+
+def _dim_box(accesses: list[tuple[Range, Relaxer]]) -> DimBound | None:
+    """The bounding box of one dimension over all accesses; None if one is not quasi-affine."""
+    box: DimBound | None = None
+    for rng, relaxer in accesses:
+        found = relaxer.bound(rng.min, rng.extent)
+        if found is None:
+            return None
+        box = found if box is None else box.union(found)
+        if box is None:
+            return None
+    return box
+
+
+def _regions(table: dict[Buffer, list[_Access]], an: Analyzer, fallback: dict[str, None]) -> Regions:
+    out = []
+    for buffer, accesses in table.items():
+        relaxers = [Relaxer(loops, an, strict=True) for _, loops in accesses]
+        ranges = []
+        for d in range(buffer.ndim):
+            box = _dim_box([(ranges_[d], relaxer) for (ranges_, _), relaxer in zip(accesses, relaxers)])
+            if box is None:
+                fallback[buffer.name] = None
+                ranges.append(_full(buffer, d))
+            else:
+                ranges.append(box.to_range(accesses[0][0][d].min.dtype))
+        out.append(BufferRegion(buffer, tuple(ranges)))
+    return tuple(out)
+
+
+def block_access_regions(block: Block) -> tuple[Regions, Regions, tuple[str, ...]]:
+    """The regions ``block`` reads and writes, and the names of buffers that fell back to their full extent.
+
+    Loads in ``init`` and ``body`` are reads, stores are writes (a reduction's output
+    is in both); buffers come in order of first appearance; buffers the block
+    allocates itself are left out.
+    """
+    collector = _Accesses(set(block.alloc_buffers))
+    if block.init is not None:
+        collector.visit(block.init)
+    collector.visit(block.body)
+    an = Analyzer()
+    for iv in block.iter_vars:
+        an.bind(iv.var, iv.dom)
+    fallback: dict[str, None] = {}
+    reads = _regions(collector.reads, an, fallback)
+    writes = _regions(collector.writes, an, fallback)
+    return reads, writes, tuple(fallback)

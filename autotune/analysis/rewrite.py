@@ -1,0 +1,243 @@
+"""The rewrite rules of :meth:`Analyzer.simplify <autotune.analysis.arith.Analyzer.simplify>`.
+
+Children are simplified first, then one rule per node class applies:
+
+- immediates fold (``3 // -2`` is ``-2``; floats round to their dtype);
+- an integer ``+``, ``-`` or ``*`` becomes the canonical :class:`~autotune.analysis.linear.Linear`
+  form over its atoms, so ``(i*4 + j) - i*4`` is ``j`` and ``2*(x + 1) - 2`` is ``x * 2``;
+- ``(a*c + b) // c`` is ``a + b // c`` and ``(a*c + b) % c`` is ``b % c``; ``b // c`` is a
+  constant and ``b % c`` is ``b`` shifted when the bounds keep ``b`` inside one period of ``c``;
+- ``min``/``max``, comparisons, ``select``, ``and``/``or``/``not`` fold when the intervals decide them.
+
+No rule changes the value of an expression for any values of its variables inside
+the analyzer's bounds; applying the rules twice gives the same text (idempotence).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from autotune.ir import (
+    EQ,
+    GE,
+    GT,
+    LE,
+    LT,
+    NE,
+    Add,
+    And,
+    BinaryOp,
+    Block,
+    Call,
+    Cast,
+    CmpOp,
+    Div,
+    Expr,
+    FloatImm,
+    FloorDiv,
+    FloorMod,
+    For,
+    IntImm,
+    Max,
+    Min,
+    Mul,
+    Not,
+    Or,
+    Range,
+    Select,
+    Sub,
+    Transformer,
+    Var,
+    as_int,
+)
+
+from .const_fold import fold_binary, fold_call, fold_cast, fold_not
+from .linear import Linear, is_int_dtype, sum_form
+
+if TYPE_CHECKING:
+    from .arith import Analyzer
+
+__all__ = ["Simplifier"]
+
+_NEGATE: dict[type, type[CmpOp]] = {LT: GE, LE: GT, GT: LE, GE: LT, EQ: NE, NE: EQ}
+_TRUE = IntImm(1, "bool")
+_FALSE = IntImm(0, "bool")
+
+
+def _same(old: Expr, new: Expr) -> Expr:
+    """``old`` when ``new`` is structurally equal to it (keeps identity for unchanged trees)."""
+    return old if new == old else new
+
+
+class Simplifier(Transformer):
+    """Simplify every expression under a node, using (and scoping) the analyzer's bounds.
+
+    Loop variables and block iteration variables are bound to their domains while
+    the statements that use them are simplified.
+    """
+
+    def __init__(self, analyzer: Analyzer) -> None:
+        self.an = analyzer
+        self.rules: dict[type, Callable[[Any], Expr]] = {
+            Add: self._linear, Sub: self._linear, Mul: self._linear,
+            FloorDiv: self._floordiv, FloorMod: self._floormod,
+            Min: self._minmax, Max: self._minmax, Div: self._fold,
+            EQ: self._compare, NE: self._compare, LT: self._compare,
+            LE: self._compare, GT: self._compare, GE: self._compare,
+            And: self._logic, Or: self._logic, Not: self._not,
+            Select: self._select, Cast: self._cast, Call: self._call,
+        }
+
+    # ---- dispatch ----------------------------------------------------------
+    def visit(self, node: Any) -> Any:
+        if isinstance(node, Expr):
+            return self.expr(node)
+        return super().visit(node)
+
+    def expr(self, e: Expr) -> Expr:
+        if isinstance(e, (IntImm, FloatImm, Var)):
+            return e
+        e = self.generic_visit(e)
+        rule = self.rules.get(type(e))
+        return e if rule is None else rule(e)
+
+    def visit_For(self, s: For) -> For:
+        with self.an.scoped():
+            self.an.bind(s.loop_var, Range(self.visit(s.min), self.visit(s.extent)))
+            return self.generic_visit(s)  # type: ignore[no-any-return]
+
+    def visit_Block(self, s: Block) -> Block:
+        with self.an.scoped():
+            for iv in s.iter_vars:
+                self.an.bind(iv.var, iv.dom)
+            return self.generic_visit(s)  # type: ignore[no-any-return]
+
+    # ---- arithmetic --------------------------------------------------------
+    def _fold(self, e: BinaryOp) -> Expr:
+        return fold_binary(e, e.a, e.b) or e
+
+    def _linear(self, e: BinaryOp) -> Expr:
+        folded = fold_binary(e, e.a, e.b)
+        if folded is not None:
+            return folded
+        form = sum_form(e) if is_int_dtype(e.dtype) else None
+        return e if form is None else _same(e, form.to_expr(e.dtype))
+
+    def _divisor(self, e: BinaryOp) -> tuple[Linear, int] | None:
+        """The numerator's form and the constant non-zero divisor of an integer ``//``/``%``."""
+        c = as_int(e.b)
+        if c is None or c == 0 or not is_int_dtype(e.dtype):
+            return None
+        form = sum_form(e.a)
+        return None if form is None else (form, c)
+
+    def _floordiv(self, e: FloorDiv) -> Expr:
+        folded = fold_binary(e, e.a, e.b)
+        found = self._divisor(e) if folded is None else None
+        if found is None:
+            return folded or e
+        form, c = found
+        inner = e.a
+        if isinstance(inner, FloorDiv) and c > 0 and (c1 := as_int(inner.b)) is not None and c1 > 0:
+            return self._floordiv(FloorDiv(inner.a, IntImm(c1 * c, e.dtype)))
+        quotient = Linear(tuple((t, k // c) for t, k in form.coeffs if k % c == 0))
+        rest = Linear(tuple((t, k) for t, k in form.coeffs if k % c != 0), form.const)
+        if rest.const % c == 0:
+            quotient, rest = quotient + rest.const // c, rest.with_const(0)
+        iv = self.an.interval_of(rest)
+        if iv.lo is not None and iv.hi is not None and iv.lo // c == iv.hi // c:
+            result = quotient + iv.lo // c
+        else:
+            result = quotient + Linear.term(FloorDiv(rest.to_expr(e.dtype), IntImm(c, e.dtype)))
+        return _same(e, result.to_expr(e.dtype))
+
+    def _floormod(self, e: FloorMod) -> Expr:
+        folded = fold_binary(e, e.a, e.b)
+        found = self._divisor(e) if folded is None else None
+        if found is None:
+            return folded or e
+        form, c = found
+        inner = e.a
+        if isinstance(inner, FloorMod) and c > 0 and (c1 := as_int(inner.b)) is not None and c1 > 0 and c1 % c == 0:
+            return self._floormod(FloorMod(inner.a, e.b))
+        rest = Linear(tuple((t, k) for t, k in form.coeffs if k % c != 0), form.const % c)
+        if rest.is_const:
+            return IntImm(rest.const, e.dtype)
+        iv = self.an.interval_of(rest)
+        if iv.lo is not None and iv.hi is not None and iv.lo // c == iv.hi // c:
+            return _same(e, (rest - c * (iv.lo // c)).to_expr(e.dtype))
+        return _same(e, FloorMod(rest.to_expr(e.dtype), IntImm(c, e.dtype)))
+
+    def _minmax(self, e: Min | Max) -> Expr:
+        folded = fold_binary(e, e.a, e.b)
+        if folded is not None:
+            return folded
+        if e.a == e.b:
+            return e.a
+        diff = self.an.diff_interval(e.a, e.b)
+        if diff is not None:
+            a_small = diff.hi is not None and diff.hi <= 0
+            b_small = diff.lo is not None and diff.lo >= 0
+            if a_small or b_small:
+                return e.a if a_small == isinstance(e, Min) else e.b
+        return e
+
+    # ---- logic -------------------------------------------------------------
+    def _decided(self, e: Expr) -> Expr | None:
+        """``True``/``False`` when the intervals decide the boolean ``e``."""
+        iv = self.an.interval(e)
+        if iv.excludes_zero():
+            return _TRUE
+        return _FALSE if iv.lo == iv.hi == 0 else None
+
+    def _compare(self, e: CmpOp) -> Expr:
+        folded = fold_binary(e, e.a, e.b)
+        if folded is not None:
+            return folded
+        return self._decided(e) or e
+
+    def _logic(self, e: And | Or) -> Expr:
+        folded = fold_binary(e, e.a, e.b)
+        if folded is not None:
+            return folded
+        absorbing = 0 if isinstance(e, And) else 1
+        for x, y in ((e.a, e.b), (e.b, e.a)):
+            if isinstance(x, IntImm):
+                if (x.value != 0) == bool(absorbing):
+                    return IntImm(absorbing, "bool")
+                if y.dtype == "bool":
+                    return y
+        if e.a == e.b and e.a.dtype == "bool":
+            return e.a
+        return self._decided(e) or e
+
+    def _not(self, e: Not) -> Expr:
+        folded = fold_not(e.a)
+        if folded is not None:
+            return folded
+        inner = e.a
+        if isinstance(inner, Not) and inner.a.dtype == "bool":
+            return inner.a
+        if type(inner) in _NEGATE and is_int_dtype(inner.a.dtype) and is_int_dtype(inner.b.dtype):
+            assert isinstance(inner, CmpOp)
+            return _NEGATE[type(inner)](inner.a, inner.b)
+        return self._decided(e) or e
+
+    def _select(self, e: Select) -> Expr:
+        cond = e.cond if isinstance(e.cond, IntImm) else self._decided(e.cond)
+        if isinstance(cond, IntImm):
+            return e.true_value if cond.value else e.false_value
+        if e.true_value == e.false_value:
+            return e.true_value
+        return e
+
+    # ---- casts and calls ---------------------------------------------------
+    def _cast(self, e: Cast) -> Expr:
+        folded = fold_cast(e.dtype, e.value)
+        if folded is not None:
+            return folded
+        return e.value if e.value.dtype == e.dtype else e
+
+    def _call(self, e: Call) -> Expr:
+        return fold_call(e, e.args) or e

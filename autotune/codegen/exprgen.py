@@ -1,0 +1,232 @@
+"""Expressions and names of generated kernels.
+
+Names follow the IR printer's rule (unique, in order of first appearance: a
+second variable called ``i`` is ``i_1``), made valid Python identifiers. Float
+constants become module-level typed constants (``_c0 = np.float32(2.0)``; numba
+freezes globals), so float32 arithmetic never silently widens to float64.
+"""
+
+from __future__ import annotations
+
+import keyword
+import math
+import re
+from math import prod
+from typing import Any
+
+from .. import ir
+from ..errors import CodegenError
+from ..ir import expr as E
+
+__all__ = ["ExprWriter", "Names", "py_ident"]
+
+_IDENT = re.compile(r"[^0-9A-Za-z_]")
+_RESERVED = frozenset({"np", "math", "numba", "range", "min", "max", "abs", "int", "float", "bool", "len"})
+
+# Python precedence: a higher number binds tighter.
+_PREC = {"or": 1, "and": 2, "==": 4, "!=": 4, "<": 4, "<=": 4, ">": 4, ">=": 4}
+_PREC.update({"+": 5, "-": 5, "*": 6, "/": 6, "//": 6, "%": 6})
+_NOT_PREC = 3
+_CMP = frozenset({"==", "!=", "<", "<=", ">", ">="})
+
+# IR intrinsic -> numpy ufunc on scalars, which keeps float32 as float32 in numba.
+_FLOAT_INTRINSICS = {
+    "floor": "np.floor",
+    "ceil": "np.ceil",
+    "round": "np.rint",
+    "sqrt": "np.sqrt",
+    "exp": "np.exp",
+    "log": "np.log",
+    "abs": "np.abs",
+    "tanh": "np.tanh",
+}
+_NUMPY_TYPES = {"float32", "float64", "float16", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32"}
+
+
+def py_ident(name: str) -> str:
+    """``name`` made a valid Python identifier that is no keyword or reserved kernel name."""
+    text = _IDENT.sub("_", name) or "v"
+    if text[0].isdigit() or keyword.iskeyword(text) or text in _RESERVED or re.fullmatch(r"_c\d+", text):
+        text = "v_" + text
+    return text
+
+
+class Names:
+    """Unique Python names for variables and buffers, by identity, in order of first use."""
+
+    def __init__(self, reserved: set[str] | frozenset[str] = frozenset()) -> None:
+        self.by_obj: dict[int, str] = {}
+        self.used: set[str] = set(reserved)
+        self.keep: list[Any] = []  # keep objects alive so ids stay unique
+
+    def get(self, obj: Any, base: str) -> str:
+        key = id(obj)
+        name = self.by_obj.get(key)
+        if name is None:
+            base = py_ident(base)
+            name, n = base, 0
+            while name in self.used:
+                n += 1
+                name = f"{base}_{n}"
+            self.used.add(name)
+            self.by_obj[key] = name
+            self.keep.append(obj)
+        return name
+
+    def var(self, v: E.Var) -> str:
+        return self.get(v, v.name)
+
+    def buffer(self, b: ir.Buffer) -> str:
+        return self.get(b, b.name)
+
+
+class ExprWriter:
+    """Writes IR expressions as numba-compatible Python expressions."""
+
+    def __init__(self, names: Names) -> None:
+        self.names = names
+        self.bound: dict[E.Var, str] = {}
+        self.scope: set[E.Var] = set()
+        self.decls: dict[ir.Buffer, tuple[str, int]] = {}
+        self.consts: dict[str, str] = {}
+
+    # ---- environment ------------------------------------------------------
+    def bind(self, var: E.Var, text: str) -> None:
+        """Write ``var`` as ``text`` (an unrolled loop's constant) until :meth:`unbind`."""
+        self.bound[var] = text
+
+    def unbind(self, var: E.Var) -> None:
+        self.bound.pop(var, None)
+
+    def declare(self, buf: ir.Buffer, name: str, split: int = 0) -> None:
+        """Access ``buf`` through the kernel variable ``name``.
+
+        ``split > 0`` makes it banked: a tuple indexed by the row-major flattening
+        of the first ``split`` indices, each entry indexed by the remaining ones.
+        """
+        self.decls[buf] = (name, split)
+
+    def constants(self) -> list[tuple[str, str]]:
+        """The module-level constants used so far, as ``(name, initialiser)``."""
+        return [(name, text) for text, name in self.consts.items()]
+
+    # ---- buffers ----------------------------------------------------------
+    def access(self, buf: ir.Buffer, indices: tuple[E.Expr, ...]) -> str:
+        """``B[i, j]``, or ``B[bank][i, j]`` for a banked buffer."""
+        if buf not in self.decls:
+            raise CodegenError(f"codegen: buffer {buf.name} is used outside its declaration")
+        name, split = self.decls[buf]
+        if len(indices) != buf.ndim:
+            raise CodegenError(f"codegen: buffer {buf.name} has {buf.ndim} dimensions, indexed with {len(indices)}")
+        inner = ", ".join(self.expr(i) for i in indices[split:])
+        if not split:
+            return f"{name}[{inner}]"
+        shape = buf.const_shape()[:split]
+        bank: E.Expr = indices[0]
+        for idx, dim in zip(indices[1:split], shape[1:]):
+            bank = E.Add(E.Mul(bank, E.IntImm(dim)), idx)
+        if prod(shape) == 1:
+            return f"{name}[0][{inner}]"
+        return f"{name}[{self.expr(bank)}][{inner}]"
+
+    # ---- expressions ------------------------------------------------------
+    def constant(self, value: float, dtype: str) -> str:
+        """The name of a module-level constant of ``dtype`` with ``value``."""
+        if math.isnan(value):
+            literal = "np.nan"
+        elif math.isinf(value):
+            literal = "np.inf" if value > 0 else "-np.inf"
+        else:
+            literal = repr(float(value))
+        text = f"np.{dtype}({literal})"
+        if text not in self.consts:
+            self.consts[text] = f"_c{len(self.consts)}"
+        return self.consts[text]
+
+    def expr(self, e: E.Expr, parent: int = 0) -> str:
+        """The Python text of ``e``, parenthesised if it binds looser than ``parent``."""
+        for cls in type(e).__mro__:  # subclasses too (te's ReduceAxis is a Var)
+            method = getattr(self, "expr_" + cls.__name__, None)
+            if method is not None:
+                return method(e, parent)  # type: ignore[no-any-return]
+        if isinstance(e, (E.Min, E.Max)):
+            return f"{e.symbol}({self.expr(e.a)}, {self.expr(e.b)})"
+        if isinstance(e, E.BinaryOp):
+            return self.binary(e, parent)
+        raise CodegenError(f"codegen: cannot generate expression {type(e).__name__}")
+
+    def binary(self, e: E.BinaryOp, parent: int) -> str:
+        sym = e.symbol
+        prec = _PREC[sym]
+        a, b = e.a, e.b
+        if sym not in _CMP and sym not in ("and", "or") and E.is_float(e.a.dtype) != E.is_float(e.b.dtype):
+            # mixed int/float: compute in the float operand's dtype, never float64 by accident
+            ftype = e.a.dtype if E.is_float(e.a.dtype) else e.b.dtype
+            a, b = (a, E.Cast(ftype, b)) if E.is_float(a.dtype) else (E.Cast(ftype, a), b)
+        if sym == "/" and not E.is_float(a.dtype):
+            raise CodegenError(f"codegen: true division of integers ({ir.to_text(e)}); use //")
+        # comparisons do not chain, so both sides of one are parenthesised at equal precedence
+        left = prec + 1 if sym in _CMP else prec
+        ta, tb = self.expr(a, left), self.expr(b, prec + 1)
+        if (sym in "+-" and tb == "0") or (sym == "*" and tb == "1"):
+            return self.expr(a, parent)  # an unrolled loop's `i + 0`
+        if (sym == "+" and ta == "0") or (sym == "*" and ta == "1"):
+            return self.expr(b, parent)
+        text = f"{ta} {sym} {tb}"
+        return f"({text})" if prec < parent else text
+
+    def expr_IntImm(self, e: E.IntImm, parent: int) -> str:
+        if e.dtype == E.BOOL:
+            return "True" if e.value else "False"
+        if e.dtype in ("int32", "int64"):
+            return str(e.value) if e.value >= 0 or parent == 0 else f"({e.value})"
+        return f"np.{e.dtype}({e.value})"
+
+    def expr_FloatImm(self, e: E.FloatImm, parent: int) -> str:
+        if e.dtype not in _NUMPY_TYPES:
+            raise CodegenError(f"codegen: unsupported float type {e.dtype}")
+        return self.constant(e.value, e.dtype)
+
+    def expr_Var(self, e: E.Var, parent: int) -> str:
+        if e in self.bound:
+            return self.bound[e]
+        if e not in self.scope:
+            raise CodegenError(f"codegen: variable {e.name} is used outside any loop that defines it")
+        return self.names.var(e)
+
+    def expr_BufferLoad(self, e: E.BufferLoad, parent: int) -> str:
+        return self.access(e.buffer, e.indices)
+
+    def expr_Not(self, e: E.Not, parent: int) -> str:
+        text = f"not {self.expr(e.a, _NOT_PREC + 1)}"
+        return f"({text})" if _NOT_PREC < parent else text
+
+    def expr_Select(self, e: E.Select, parent: int) -> str:
+        # lazy: only the taken branch runs (a padded load outside its buffer sits in the other)
+        return f"({self.expr(e.true_value)} if {self.expr(e.cond)} else {self.expr(e.false_value)})"
+
+    def expr_Cast(self, e: E.Cast, parent: int) -> str:
+        value = self.expr(e.value)
+        if e.dtype == e.value.dtype:
+            return self.expr(e.value, parent)
+        if e.dtype == E.BOOL:
+            return f"({value} != 0)"
+        if e.dtype not in _NUMPY_TYPES:
+            raise CodegenError(f"codegen: unsupported cast to {e.dtype}")
+        return f"np.{e.dtype}({value})"
+
+    def expr_Call(self, e: E.Call, parent: int) -> str:
+        args = ", ".join(self.expr(a) for a in e.args)
+        if len(e.args) != 1:
+            raise CodegenError(f"codegen: intrinsic {e.op} takes one argument, got {len(e.args)}")
+        if not E.is_float(e.args[0].dtype):
+            if e.op == "abs":
+                return f"abs({args})"
+            if e.op in ("floor", "ceil", "round"):
+                return self.expr(e.args[0], parent)
+            raise CodegenError(f"codegen: intrinsic {e.op} of integer type {e.args[0].dtype}")
+        fn = _FLOAT_INTRINSICS.get(e.op)
+        if fn is None:
+            raise CodegenError(f"codegen: unknown intrinsic {e.op!r}")
+        text = f"{fn}({args})"
+        return text if e.dtype == e.args[0].dtype else f"np.{e.dtype}({text})"

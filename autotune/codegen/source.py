@@ -1,0 +1,324 @@
+"""Lowered IR -> the Python source of one numba kernel (pure Python: numba is not imported here).
+
+The kernel takes every buffer from its caller and allocates nothing::
+
+    @T.prim_func                                    @numba.njit(...)
+    def f(A: T.Buffer((8,), "float32"), ...):       def f(A, B, T_data):
+        T_data = T.allocate([8], "float32")  --->       for i in range(8):
+        T = T.decl_buffer((8,), data=T_data)                T_data[i] = A[i] * _c0
+        for i in T.serial(8): T[i] = A[i] * 2.0
+
+Arguments are the function's parameters (numpy arrays in their logical shape)
+followed by one storage argument per ``Allocate``: a 1-d array, or for an N-d
+allocation (a buffer with axis separators, e.g. two banks ``[2, 4096]``) a tuple
+of ``prod(extents[:-1])`` 1-d arrays, one per bank. A ``DeclBuffer`` of storage
+or of a parameter becomes a ``reshape`` (a tuple of reshaped banks for an N-d one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+from .. import ir
+from ..errors import CodegenError
+from ..ir import expr as E
+from .exprgen import ExprWriter, Names, py_ident
+
+__all__ = ["KernelSource", "ParamArg", "StorageArg", "generate_source", "kernel_decorator"]
+
+UNROLL_LIMIT = 16
+"""An ``unroll`` loop with a constant extent up to this becomes straight-line copies."""
+
+FASTMATH_FLAGS = ("afn", "arcp", "contract", "nsz", "reassoc")
+"""LLVM fast-math flags of every kernel: ``fastmath=True`` minus ``nnan`` and ``ninf``,
+because kernels use ``-inf`` as the max-pool identity and padding value, and the
+checker fills outputs with NaN."""
+
+
+def kernel_decorator(parallel: bool) -> str:
+    """The decorator line put on every kernel (part of the source, hence of the cache key)."""
+    flags = "{" + ", ".join(f'"{f}"' for f in FASTMATH_FLAGS) + "}"
+    return (
+        f"@numba.njit(cache=True, fastmath={flags}, nogil=True, "
+        f'error_model="numpy", parallel={parallel})'
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ParamArg:
+    """A kernel argument for a function parameter: a numpy array of ``shape`` and ``dtype``."""
+
+    arg: str
+    buffer: str
+    shape: tuple[int, ...]
+    dtype: str
+
+
+@dataclass(frozen=True, slots=True)
+class StorageArg:
+    """A kernel argument for one ``Allocate``: a 1-d array, or a tuple of ``banks`` 1-d arrays.
+
+    ``name`` is the allocation's name (its data variable's name without ``_data``),
+    which the memory plan uses; ``annotations`` are the ``Allocate``'s (``pool`` and
+    ``offset`` after planning).
+    """
+
+    arg: str
+    name: str
+    dtype: str
+    extents: tuple[int, ...]
+    annotations: ir.Annotations = ()
+
+    @property
+    def banked(self) -> bool:
+        """Whether the storage is N-d: a tuple of 1-d arrays rather than one array."""
+        return len(self.extents) > 1
+
+    @property
+    def banks(self) -> int:
+        """How many 1-d arrays back the storage (1 unless banked)."""
+        return prod(self.extents[:-1])
+
+    @property
+    def bank_elems(self) -> int:
+        """Elements of each 1-d array."""
+        return self.extents[-1]
+
+    @property
+    def nbytes(self) -> int:
+        return prod(self.extents) * ir.dtype_bytes(self.dtype)
+
+
+@dataclass(frozen=True, slots=True)
+class KernelSource:
+    """The text of a kernel module and what its caller must hand the kernel."""
+
+    name: str
+    text: str
+    params: tuple[ParamArg, ...]
+    storage: tuple[StorageArg, ...]
+    parallel: bool
+
+    @property
+    def arg_names(self) -> tuple[str, ...]:
+        return tuple(p.arg for p in self.params) + tuple(s.arg for s in self.storage)
+
+
+_RANGE = {
+    ir.ForKind.SERIAL: "range",
+    ir.ForKind.VECTORIZED: "range",
+    ir.ForKind.UNROLLED: "range",
+    ir.ForKind.PARALLEL: "numba.prange",
+}
+
+
+class _Generator:
+    """Walks a lowered function once and emits the kernel body."""
+
+    def __init__(self, func: ir.Func, kernel_name: str) -> None:
+        self.func = func
+        self.names = Names(reserved={kernel_name})
+        self.exprs = ExprWriter(self.names)
+        self.lines: list[str] = []
+        self.storage: dict[E.Var, StorageArg] = {}
+        self.param_data: dict[E.Var, ir.Buffer] = {}
+        self.parallel = False
+        self.separated = {d.buffer.data for d in ir.collect(func.body, ir.DeclBuffer) if d.buffer.axis_separators}
+        for buf in func.params:
+            self.exprs.declare(buf, self.names.buffer(buf))
+            self.param_data.setdefault(buf.data, buf)
+
+    def emit(self, depth: int, text: str) -> None:
+        self.lines.append("    " * depth + text)
+
+    def stmt(self, s: ir.Stmt, depth: int) -> None:
+        method = getattr(self, "stmt_" + type(s).__name__, None)
+        if method is None:
+            raise CodegenError(f"codegen: cannot generate {type(s).__name__}; lower the function first")
+        before = len(self.lines)
+        method(s, depth)
+        if len(self.lines) == before:
+            self.emit(depth, "pass")
+
+    def stmt_SeqStmt(self, s: ir.SeqStmt, depth: int) -> None:
+        for child in s.seq:
+            self.stmt(child, depth)
+
+    def stmt_Evaluate(self, s: ir.Evaluate, depth: int) -> None:
+        self.emit(depth, "pass")
+
+    def stmt_BufferStore(self, s: ir.BufferStore, depth: int) -> None:
+        target = self.exprs.access(s.buffer, s.indices)
+        self.emit(depth, f"{target} = {self.exprs.expr(s.value)}")
+
+    def stmt_IfThenElse(self, s: ir.IfThenElse, depth: int) -> None:
+        self.emit(depth, f"if {self.exprs.expr(s.condition)}:")
+        self.stmt(s.then_case, depth + 1)
+        if s.else_case is not None:
+            self.emit(depth, "else:")
+            self.stmt(s.else_case, depth + 1)
+
+    def stmt_For(self, s: ir.For, depth: int) -> None:
+        lo, ext = E.as_int(s.min), E.as_int(s.extent)
+        if s.kind == ir.ForKind.UNROLLED and lo is not None and ext is not None and ext <= UNROLL_LIMIT:
+            for k in range(lo, lo + ext):
+                self.exprs.bind(s.loop_var, str(k))
+                self.stmt(s.body, depth)
+            self.exprs.unbind(s.loop_var)
+            return
+        if s.kind not in _RANGE:
+            raise CodegenError(f"codegen: unknown loop kind {s.kind!r}")
+        if s.kind == ir.ForKind.PARALLEL:
+            self.parallel = True
+        if lo == 0:
+            bounds = self.exprs.expr(s.extent)
+        elif lo is not None and ext is not None:
+            bounds = f"{lo}, {lo + ext}"
+        else:
+            bounds = f"{self.exprs.expr(s.min)}, {self.exprs.expr(E.Add(s.min, s.extent))}"
+        self.emit(depth, f"for {self.names.var(s.loop_var)} in {_RANGE[s.kind]}({bounds}):")
+        self.exprs.scope.add(s.loop_var)
+        self.stmt(s.body, depth + 1)
+        self.exprs.scope.discard(s.loop_var)
+
+    def stmt_Allocate(self, s: ir.Allocate, depth: int) -> None:
+        if s.data not in self.storage:
+            extents = tuple(E.as_int(e) for e in s.extents)
+            if not extents or any(e is None or e <= 0 for e in extents):
+                raise CodegenError(
+                    f"codegen: allocation {s.data.name} needs constant positive extents, got "
+                    f"[{', '.join(str(e) for e in s.extents)}]"
+                )
+            if not self._banked(s):
+                extents = (prod(extents),)  # type: ignore[arg-type]
+            alloc_name = s.data.name.removesuffix("_data") or s.data.name
+            arg = self.names.var(s.data)
+            self.storage[s.data] = StorageArg(arg, alloc_name, s.dtype, extents, s.annotations)  # type: ignore[arg-type]
+        self.stmt(s.body, depth)
+
+    def _banked(self, s: ir.Allocate) -> bool:
+        """Whether the allocation is physically N-d (a tuple of banks) rather than flat.
+
+        N-d extents alone do not say so: before flattening, an ``Allocate`` carries
+        the buffer's logical shape. It is banked when a buffer with axis separators
+        is declared on it, or when the planner placed it per bank (tuple ``pool``).
+        """
+        return len(s.extents) > 1 and (
+            s.data in self.separated or isinstance(ir.ann_get(s.annotations, "pool"), tuple)
+        )
+
+    def stmt_DeclBuffer(self, s: ir.DeclBuffer, depth: int) -> None:
+        buf = s.buffer
+        if buf.data in self.storage:
+            self._decl_storage(buf, self.storage[buf.data], depth)
+        elif buf.data in self.param_data:
+            self._decl_param_alias(buf, self.param_data[buf.data], depth)
+        else:
+            raise CodegenError(f"codegen: buffer {buf.name} is declared on storage that is never allocated")
+        self.stmt(s.body, depth)
+
+    def _decl_storage(self, buf: ir.Buffer, st: StorageArg, depth: int) -> None:
+        shape = _const_shape(buf)
+        groups = _groups(shape, buf.axis_separators)
+        if buf.dtype != st.dtype:
+            raise CodegenError(f"codegen: buffer {buf.name} ({buf.dtype}) views {st.arg} of {st.dtype}")
+        if len(groups) != len(st.extents) or prod(groups[:-1]) != st.banks:
+            raise CodegenError(
+                f"codegen: buffer {buf.name} of shape {shape} with axis separators "
+                f"{list(buf.axis_separators)} does not match allocation extents {list(st.extents)}"
+            )
+        inner = shape[(buf.axis_separators or (0,))[-1] :] if st.banked else shape
+        if prod(inner) > st.bank_elems:
+            raise CodegenError(f"codegen: buffer {buf.name} of shape {shape} is larger than {st.arg}")
+        src = self.names.var(buf.data)
+        if not st.banked and inner == (st.bank_elems,):
+            self.exprs.declare(buf, src)  # the storage itself, no new name
+            return
+        name = self.names.buffer(buf)
+        split = buf.axis_separators[-1] if st.banked else 0
+        self.exprs.declare(buf, name, split)
+        if not st.banked:
+            self.emit(depth, f"{name} = {_reshape(src, inner, st.bank_elems)}")
+            return
+        banks = ", ".join(_reshape(f"{src}[{k}]", inner, st.bank_elems) for k in range(st.banks))
+        self.emit(depth, f"{name} = ({banks}{',' if st.banks == 1 else ''})")
+
+    def _decl_param_alias(self, buf: ir.Buffer, param: ir.Buffer, depth: int) -> None:
+        shape, pshape = _const_shape(buf), _const_shape(param)
+        if buf.dtype != param.dtype or buf.axis_separators or prod(shape) > prod(pshape):
+            raise CodegenError(
+                f"codegen: buffer {buf.name} {shape} {buf.dtype} cannot alias parameter "
+                f"{param.name} {pshape} {param.dtype}"
+            )
+        src = self.names.buffer(param)
+        if shape == pshape:
+            self.exprs.declare(buf, src)
+            return
+        name = self.names.buffer(buf)
+        self.exprs.declare(buf, name)
+        if len(pshape) == 1:
+            self.emit(depth, f"{name} = {_reshape(src, shape, pshape[0])}")
+        else:
+            self.emit(depth, f"{name} = {_reshape(src + '.reshape(-1)', shape, prod(pshape))}")
+
+
+def _const_shape(buf: ir.Buffer) -> tuple[int, ...]:
+    try:
+        return buf.const_shape()
+    except ValueError as exc:
+        raise CodegenError(f"codegen: {exc}") from None
+
+
+def _groups(shape: tuple[int, ...], seps: tuple[int, ...]) -> tuple[int, ...]:
+    bounds = (0, *seps, len(shape))
+    return tuple(prod(shape[lo:hi]) for lo, hi in zip(bounds, bounds[1:]))
+
+
+def _reshape(src: str, shape: tuple[int, ...], available: int) -> str:
+    n = prod(shape)
+    base = src if n == available else f"{src}[:{n}]"
+    if len(shape) == 1:
+        return base
+    return f"{base}.reshape(({', '.join(str(d) for d in shape)}))"
+
+
+def generate_source(func: ir.Func, name: str | None = None) -> KernelSource:
+    """The source of a Python module defining one numba kernel that computes ``func``.
+
+    ``func`` must be lowered (no blocks). ``name`` is the kernel's Python name
+    (default: the function's). Raises :class:`CodegenError` for a construct the
+    generator cannot express (a symbolic allocation, a block, an unknown intrinsic).
+    """
+    kernel = py_ident(name or func.name)
+    gen = _Generator(func, kernel)
+    gen.stmt(func.body, 1)
+    params = tuple(ParamArg(gen.names.buffer(b), b.name, _const_shape(b), b.dtype) for b in func.params)
+    storage = tuple(gen.storage.values())
+    args = ", ".join([p.arg for p in params] + [s.arg for s in storage])
+    lines = [
+        f"# autotune kernel for function {func.name}",
+        "# generated by autotune.codegen from the lowered IR; do not edit",
+        "import numba",
+        "import numpy as np",
+        "",
+    ]
+    consts = gen.exprs.constants()
+    if consts:
+        lines += [f"{c} = {v}" for c, v in consts] + [""]
+    lines += ["", kernel_decorator(gen.parallel), f"def {kernel}({args}):"]
+    lines += [f"    # {_arg_doc(p)}" for p in params] + [f"    # {_storage_doc(s)}" for s in storage]
+    lines += gen.lines
+    return KernelSource(kernel, "\n".join(lines) + "\n", params, storage, gen.parallel)
+
+
+def _arg_doc(p: ParamArg) -> str:
+    return f"{p.arg}: {p.dtype}{list(p.shape)}"
+
+
+def _storage_doc(s: StorageArg) -> str:
+    kind = f"{s.banks} banks of {s.bank_elems}" if s.banked else f"{s.bank_elems}"
+    pool = ir.ann_get(s.annotations, "pool")
+    where = f" in pool {pool} at offset {ir.ann_get(s.annotations, 'offset')}" if pool is not None else ""
+    return f"{s.arg}: {s.dtype}[{kind}] (allocation {s.name}{where})"
+

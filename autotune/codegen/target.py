@@ -1,0 +1,58 @@
+"""The CPU target numba compiles for: 512-bit vectors where the host has AVX-512.
+
+numba vectorises at 256 bits by default, even on an AVX-512 host (LLVM's
+``prefer-256-bit``). Setting ``NUMBA_CPU_FEATURES`` to the host's features plus
+``-prefer-256-bit`` gives 512-bit vectors: 1.4–1.8x on compute-bound kernels
+(DESIGN.md, "Facts measured on this machine"). numba reads that variable when it
+is imported, so :func:`configure_numba_env` must run before the first
+``import numba`` of the process; :func:`autotune.codegen.build` calls it.
+
+Environment:
+
+- ``AUTOTUNE_VECTOR_WIDTH=256`` keeps numba's default (256-bit vectors);
+  any other value, or none, asks for 512 bits when the host has ``avx512f``.
+- ``NUMBA_CPU_FEATURES`` already set: left alone (the user decided).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+__all__ = ["VECTOR_WIDTH_ENV", "configure_numba_env", "vector_width"]
+
+VECTOR_WIDTH_ENV = "AUTOTUNE_VECTOR_WIDTH"
+
+
+def _host_features() -> str:
+    """llvmlite's feature string of the host (``+avx2,+avx512f,...``); does not initialise numba."""
+    import llvmlite.binding as llvm
+
+    return str(llvm.get_host_cpu_features().flatten())
+
+
+def configure_numba_env() -> str | None:
+    """Ask numba for 512-bit vectors if allowed and possible; return the features set, or None.
+
+    Does nothing (returns None) when ``NUMBA_CPU_FEATURES`` is already set, when
+    ``AUTOTUNE_VECTOR_WIDTH`` is ``"256"``, when the host lacks ``avx512f``, or
+    when numba is already imported (too late: it has read its configuration).
+    """
+    if os.environ.get("NUMBA_CPU_FEATURES") or os.environ.get(VECTOR_WIDTH_ENV) == "256":
+        return None
+    if "numba" in sys.modules:
+        return None
+    features = _host_features()
+    if "+avx512f" not in features.split(","):
+        return None
+    features = ",".join(f for f in features.split(",") if f.lstrip("+-") != "prefer-256-bit")
+    features += ",-prefer-256-bit"
+    os.environ["NUMBA_CPU_FEATURES"] = features
+    return features
+
+
+def vector_width() -> int:
+    """The vector width in bits numba compiles for in this process (256 or 512)."""
+    features = os.environ.get("NUMBA_CPU_FEATURES", "")
+    wide = "+avx512f" in features.split(",") and "-prefer-256-bit" in features.split(",")
+    return 512 if wide else 256

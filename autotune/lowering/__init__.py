@@ -1,0 +1,64 @@
+"""Lowering: scheduled function -> plain loops over flat (or banked) buffers with a memory plan.
+
+``PASSES`` in order:
+
+- ``inject_rolling_buffer``: sliding window + storage folding of rolling buffers;
+- ``compact_buffers``: each intermediate shrinks to the region one iteration of its
+  allocation site touches (explicit regions respected) and moves to that site;
+  buffers under a parallel loop get one copy per iteration of it;
+- ``inject_double_buffer``: staged buffers get two slots and a prologue;
+- ``lower_blocks``: blocks become loops, ifs, ``Allocate`` and ``DeclBuffer``;
+- ``flatten_buffers``: every intermediate becomes 1-d, or N-d by its axis separators;
+  parameters keep their logical shapes, flat aliases are declared inside;
+- ``simplify``: arithmetic simplification of every expression;
+- ``plan_memory``: a pool and an offset for every allocation (``autotune.memory``).
+"""
+
+from __future__ import annotations
+
+from .. import ir
+from ..memory import Pool
+from ..memory.lowering import plan_memory_pass
+from .blocks import lower_blocks
+from .compact import compact_buffers
+from .double_buffer import inject_double_buffer
+from .flatten import flatten_buffers
+from .pipeline import DEFAULT_POOLS, Lowered, LowerOptions, Pass, run_passes
+from .rolling import inject_rolling_buffer
+from .simplify import simplify_func
+
+PASSES: tuple[Pass, ...] = (
+    Pass("inject_rolling_buffer", lambda f, o: inject_rolling_buffer(f)),
+    Pass("compact_buffers", lambda f, o: compact_buffers(f)),
+    Pass("inject_double_buffer", lambda f, o: inject_double_buffer(f)),
+    Pass("lower_blocks", lambda f, o: lower_blocks(f)),
+    Pass("flatten_buffers", lambda f, o: flatten_buffers(f)),
+    Pass("simplify", lambda f, o: simplify_func(f)),
+    Pass("plan_memory", plan_memory_pass),
+)
+
+
+def lower(
+    func: ir.Func,
+    *,
+    pools: tuple[Pool, ...] = DEFAULT_POOLS,
+    planner: str = "greedy_by_size",
+    seed: int = 0,
+    verify: bool = False,
+    until: str | None = None,
+) -> Lowered:
+    """Run ``PASSES`` (up to and including ``until``) and return the function with its memory plan."""
+    options = LowerOptions(pools=tuple(pools), planner=planner, seed=seed)
+    passes = PASSES
+    if until is not None:
+        names = [p.name for p in PASSES]
+        if until not in names:
+            raise ValueError(f"unknown pass {until!r}; passes: {names}")
+        passes = PASSES[: names.index(until) + 1]
+    out = run_passes(func, passes, options, verify=verify)
+    from ..memory.lowering import empty_plan
+
+    return Lowered(out, options.plan if options.plan is not None else empty_plan(options.pools))
+
+
+__all__ = ["DEFAULT_POOLS", "PASSES", "Lowered", "LowerOptions", "Pass", "lower", "lower_blocks"]

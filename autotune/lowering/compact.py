@@ -1,0 +1,147 @@
+"""CompactBufferAllocation: each intermediate shrinks to what one iteration of its site touches.
+
+The site of a buffer is the innermost loop that encloses every block accessing
+it (its accesses' lowest common ancestor), lifted above the loop a rolling
+buffer rolls over. The buffer keeps, per dimension, the bounding box of the
+block regions (explicit ``annotate_buffer_access`` regions included) relaxed over
+the loops inside the site, and moves into an allocation block around the site's
+body. A buffer whose site lies inside a parallel loop gets one copy per
+iteration of that loop (a leading dimension indexed by the loop variable), so
+threads never share storage; the memory plan counts every copy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .. import ir
+from ..analysis.arith import simplify
+from ..analysis.region import relax_region, substitute_bindings, union_regions
+from ..schedule.tree import allocating_block, block_path, loop_path, replace_stmt
+from .rolling import ALLOC_OUTSIDE
+
+
+def _site(func: ir.Func, buf: ir.Buffer, outside: str | None) -> tuple[list[ir.Block], ir.For | None, list[ir.For]]:
+    """Accessing blocks, the site loop (None: root) and the parallel loops enclosing the site."""
+    blocks = [b for b in ir.collect(func.body, ir.Block) if b.name != "root" and any(r.buffer is buf for r in (*b.reads, *b.writes))]
+    paths = [block_path(func, b.name, "compact_buffers") for b in blocks]
+    common: list[ir.Stmt] = []
+    for items in zip(*paths):
+        if all(s is items[0] for s in items):
+            common.append(items[0])
+        else:
+            break
+    fors = [s for s in common if isinstance(s, ir.For)]
+    if outside is not None:
+        names = [f.loop_var.name for f in fors]
+        if outside in names:
+            fors = fors[: names.index(outside)]
+    site = fors[-1] if fors else None
+    return blocks, site, [f for f in fors if f.kind == ir.ForKind.PARALLEL]
+
+
+def _region(func: ir.Func, buf: ir.Buffer, blocks: list[ir.Block], site: ir.For | None) -> ir.BufferRegion:
+    region: ir.BufferRegion | None = None
+    for b in blocks:
+        path = block_path(func, b.name, "compact_buffers")
+        inner = path[path.index(site) + 1 :] if site is not None else path
+        doms = {f.loop_var: ir.Range(f.min, f.extent) for f in inner if isinstance(f, ir.For)}
+        for r in (*b.reads, *b.writes):
+            if r.buffer is buf:
+                relaxed = relax_region(substitute_bindings(r, b), doms)
+                region = relaxed if region is None else union_regions(region, relaxed)
+    assert region is not None
+    return region
+
+
+def _box(buf: ir.Buffer, region: ir.BufferRegion) -> list[tuple[ir.Expr, int]]:
+    """Per dimension: the offset to subtract and the compacted extent."""
+    box = []
+    for dim, rng in zip(buf.const_shape(), region.region):
+        extent = ir.as_int(simplify(rng.extent))
+        if extent is None or extent >= dim:
+            box.append((ir.const(0), dim))
+        else:
+            box.append((simplify(rng.min), extent))
+    return box
+
+
+class _Rewrite(ir.Transformer):
+    """Replace ``old`` by ``new``, shifting indices by the box offsets and prefixing private copies."""
+
+    def __init__(self, old: ir.Buffer, new: ir.Buffer, offsets: list[ir.Expr], prefix: list[ir.Expr]) -> None:
+        self.old, self.new, self.offsets, self.prefix = old, new, offsets, prefix
+
+    def _shift(self, indices: tuple[ir.Expr, ...]) -> tuple[ir.Expr, ...]:
+        shifted = [simplify(ir.Sub(i, o)) if ir.as_int(o) != 0 else i for i, o in zip(indices, self.offsets)]
+        return (*self.prefix, *shifted)
+
+    def visit_BufferLoad(self, node: ir.BufferLoad) -> ir.Expr:
+        node = self.generic_visit(node)
+        return ir.BufferLoad(self.new, self._shift(node.indices)) if node.buffer is self.new else node
+
+    def visit_BufferStore(self, node: ir.BufferStore) -> ir.Stmt:
+        node = self.generic_visit(node)
+        return ir.BufferStore(self.new, node.value, self._shift(node.indices)) if node.buffer is self.new else node
+
+    def visit_BufferRegion(self, node: ir.BufferRegion) -> ir.BufferRegion:
+        if node.buffer is not self.old:
+            return node
+        shifted = [ir.Range(simplify(ir.Sub(r.min, o)), r.extent) for r, o in zip(node.region, self.offsets)]
+        return ir.BufferRegion(self.new, (*[ir.Range(p, ir.const(1)) for p in self.prefix], *shifted))
+
+    def visit_buffer(self, buffer: ir.Buffer) -> ir.Buffer:
+        return self.new if buffer is self.old else buffer
+
+
+def _place(func: ir.Func, owner: ir.Block, buf: ir.Buffer, site: ir.For | None) -> ir.Func:
+    """Move the allocation of ``buf`` from ``owner`` to an allocation block around ``site``'s body."""
+    func = replace_stmt(func, owner, replace(owner, alloc_buffers=tuple(a for a in owner.alloc_buffers if a is not buf)))
+    if site is None:
+        root = func.body
+        assert isinstance(root, ir.Block)
+        return replace(func, body=replace(root, alloc_buffers=(*root.alloc_buffers, buf)))
+    site = next(f for f in ir.collect(func.body, ir.For) if f.loop_var is site.loop_var)
+    body = site.body
+    if isinstance(body, ir.Block) and body.name.startswith("alloc_") and not body.iter_vars:
+        new_body: ir.Stmt = replace(body, alloc_buffers=(*body.alloc_buffers, buf))
+    else:
+        new_body = ir.Block(f"alloc_{buf.name}", (), (), body, alloc_buffers=(buf,))
+    return replace_stmt(func, site, replace(site, body=new_body))
+
+
+def compact_one(func: ir.Func, buf: ir.Buffer) -> ir.Func:
+    owner = allocating_block(func, buf)
+    assert owner is not None
+    outside = dict(ir.ann_get(owner.annotations, ALLOC_OUTSIDE, ())).get(buf.name)
+    blocks, site, parallel = _site(func, buf, outside)
+    if not blocks:
+        return func
+    box = _box(buf, _region(func, buf, blocks, site))
+    extents = [e for _, e in box]
+    prefix_loops = parallel if site is not None else []
+    if extents == list(buf.const_shape()) and site is None and not prefix_loops:
+        return func
+    shape = (*[p.extent for p in prefix_loops], *[ir.const(e) for e in extents])
+    seps = tuple(s + len(prefix_loops) for s in buf.axis_separators)
+    new = buf.with_(shape=tuple(shape), axis_separators=seps)
+    prefix = [simplify(ir.Sub(p.loop_var, p.min)) for p in prefix_loops]
+    func = _Rewrite(buf, new, [o for o, _ in box], prefix).visit(func)
+    owner = allocating_block(func, new)
+    assert owner is not None
+    target = site if not prefix_loops else _parent_loop(func, prefix_loops[0])
+    return _place(func, owner, new, target)
+
+
+def _parent_loop(func: ir.Func, loop: ir.For) -> ir.For | None:
+    path = loop_path(func, loop.loop_var.name, "compact_buffers")
+    fors = [s for s in path[:-1] if isinstance(s, ir.For)]
+    return fors[-1] if fors else None
+
+
+def compact_buffers(func: ir.Func) -> ir.Func:
+    """Compact every intermediate allocated by a block."""
+    for blk in list(ir.collect(func.body, ir.Block)):
+        for buf in blk.alloc_buffers:
+            func = compact_one(func, buf)
+    return func

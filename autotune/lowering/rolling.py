@@ -1,0 +1,96 @@
+"""InjectRollingBuffer: sliding window + storage folding (TVM RFC "rolling_buffer").
+
+For every block tagged by the ``rolling_buffer`` primitive with
+``(buffer, dim, loop, window, stride)``:
+
+- sliding window: the producer's loop over ``dim`` computes all ``window`` rows in
+  the first iteration of ``loop`` and only the ``stride`` new rows afterwards;
+- folding: the buffer keeps ``window`` rows along ``dim``, indexed ``row % window``;
+  its allocation must stay outside ``loop`` (``ALLOC_OUTSIDE`` on the root block
+  tells compaction).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .. import ir
+from ..analysis.linear import to_linear
+from ..errors import LoweringError
+from ..schedule.tree import allocating_block, replace_stmt
+
+ROLLING = "rolling_buffer"
+ALLOC_OUTSIDE = "autotune.alloc_outside"
+
+
+def _find_loop(func: ir.Func, name: str) -> ir.For:
+    for f in ir.collect(func.body, ir.For):
+        if f.loop_var.name == name:
+            return f
+    raise LoweringError(f"inject_rolling_buffer: loop '{name}' of a rolling buffer is gone")
+
+
+class _Fold(ir.Transformer):
+    """Fold ``dim`` of ``old`` to ``window`` rows: indices become ``idx % window``."""
+
+    def __init__(self, old: ir.Buffer, new: ir.Buffer, dim: int, window: int) -> None:
+        self.old, self.new, self.dim, self.window = old, new, dim, window
+
+    def _fold(self, indices: tuple[ir.Expr, ...]) -> tuple[ir.Expr, ...]:
+        return tuple(ir.FloorMod(i, ir.const(self.window)) if k == self.dim else i for k, i in enumerate(indices))
+
+    def visit_BufferLoad(self, node: ir.BufferLoad) -> ir.Expr:
+        node = self.generic_visit(node)
+        return ir.BufferLoad(self.new, self._fold(node.indices)) if node.buffer is self.new else node
+
+    def visit_BufferStore(self, node: ir.BufferStore) -> ir.Stmt:
+        node = self.generic_visit(node)
+        return ir.BufferStore(self.new, node.value, self._fold(node.indices)) if node.buffer is self.new else node
+
+    def visit_BufferRegion(self, node: ir.BufferRegion) -> ir.BufferRegion:
+        if node.buffer is not self.old:
+            return node
+        region = tuple(ir.Range.of(0, self.window) if k == self.dim else r for k, r in enumerate(node.region))
+        return ir.BufferRegion(self.new, region)
+
+    def visit_buffer(self, buffer: ir.Buffer) -> ir.Buffer:
+        return self.new if buffer is self.old else buffer
+
+
+def _slide(block: ir.Block, func: ir.Func, dim: int, loop: ir.For, window: int, stride: int) -> tuple[ir.For, ir.For]:
+    """The producer's loop over the rolling dim, and its sliding-window replacement."""
+    store = next(s for s in ir.collect(block.body, ir.BufferStore) if s.buffer is block.writes[0].buffer)
+    idx = store.indices[dim]
+    binding = dict(zip((iv.var for iv in block.iter_vars), block.bindings)).get(idx) if isinstance(idx, ir.Var) else None
+    lin = to_linear(binding) if binding is not None else None
+    own = [f for f in ir.collect(loop.body, ir.For) if lin is not None and lin.coeff(f.loop_var) == 1 and block in ir.collect(f, ir.Block)]
+    own = [f for f in own if ir.as_int(f.extent) == window]
+    if not own:
+        raise LoweringError(f"inject_rolling_buffer: block '{block.name}' has no loop of extent {window} over dimension {dim}")
+    row_loop = own[0]
+    first = ir.eq(loop.loop_var, loop.min)
+    overlap = window - stride
+    start = ir.select(first, 0, overlap)
+    new = replace(row_loop, min=start, extent=ir.Sub(ir.const(window), start))
+    return row_loop, new
+
+
+def inject_rolling_buffer(func: ir.Func) -> ir.Func:
+    """Apply every ``rolling_buffer`` tag."""
+    for block in [b for b in ir.collect(func.body, ir.Block) if ir.ann_get(b.annotations, ROLLING) is not None]:
+        name, dim, loop_name, window, stride = ir.ann_get(block.annotations, ROLLING)
+        block = next(b for b in ir.collect(func.body, ir.Block) if b.name == block.name)
+        buf = next(w.buffer for w in block.writes if w.buffer.name == name)
+        loop = _find_loop(func, loop_name)
+        old_loop, new_loop = _slide(block, func, dim, loop, window, stride)
+        func = replace_stmt(func, old_loop, new_loop)
+        shape = tuple(ir.const(window) if k == dim else d for k, d in enumerate(buf.shape))
+        folded = buf.with_(shape=shape)
+        func = _Fold(buf, folded, dim, window).visit(func)
+        owner = allocating_block(func, folded)
+        if owner is None:
+            raise LoweringError(f"inject_rolling_buffer: '{name}' is not allocated by any block")
+        outside = dict(ir.ann_get(owner.annotations, ALLOC_OUTSIDE, ()))
+        outside[name] = loop_name
+        func = replace_stmt(func, owner, replace(owner, annotations=ir.ann_set(owner.annotations, ALLOC_OUTSIDE, tuple(sorted(outside.items())))))
+    return func

@@ -1,0 +1,102 @@
+"""Measure one lowered function: build, run once, check against numpy, time.
+
+>>> result = measure(lowered, workload, workload.make_inputs(seed=0), plan=plan)
+>>> result.status, result.median_ms
+('ok', 0.41)
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any, Union
+
+import numpy as np
+
+from .. import ir
+from ..codegen import Kernel, build
+from ..errors import CodegenError
+from ..memory import MemoryPlan
+from .check import compare
+from .result import MeasureResult
+from .timing import time_kernel
+
+__all__ = ["Reference", "empty_outputs", "measure", "reference_outputs"]
+
+Reference = Union[Callable[..., Any], Sequence[np.ndarray], Any]  # noqa: UP007 (runtime alias on 3.10)
+"""A workload (an object with ``.reference(*inputs)``), a callable ``reference(*inputs)``
+returning the outputs (a tuple or one array), or the reference outputs themselves."""
+
+
+def reference_outputs(workload_or_reference: Reference, inputs: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
+    """The expected outputs for ``inputs`` as a tuple of arrays."""
+    ref = getattr(workload_or_reference, "reference", workload_or_reference)
+    out = ref(*inputs) if callable(ref) else ref
+    if isinstance(out, np.ndarray):
+        out = (out,)
+    return tuple(np.asarray(o) for o in out)
+
+
+def empty_outputs(func: ir.Func) -> tuple[np.ndarray, ...]:
+    """Output arrays of ``func`` filled with NaN (integers: their minimum), so skipped elements show."""
+    outs = []
+    for buf in func.outputs:
+        dtype = np.dtype(buf.dtype)
+        fill = np.nan if np.issubdtype(dtype, np.floating) else np.iinfo(dtype).min if dtype.kind in "iu" else 0
+        outs.append(np.full(buf.const_shape(), fill, dtype=dtype))
+    return tuple(outs)
+
+
+def _error(exc: BaseException, **fields: Any) -> MeasureResult:
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return MeasureResult.failure("error", f"{exc}\n\n{text}", **fields)
+
+
+def measure(
+    func_lowered: ir.Func,
+    workload_or_reference: Reference,
+    inputs: Sequence[np.ndarray],
+    plan: MemoryPlan | None = None,
+    warmup: int = 2,
+    repeats: int = 10,
+    check: bool = True,
+    cache_dir: str | None = None,
+) -> MeasureResult:
+    """Build ``func_lowered``, run it once on ``inputs``, compare with the reference, time it.
+
+    A build or compile failure (:class:`CodegenError`) gives status ``error``
+    with the reason; outputs that differ from the reference give ``wrong`` (not
+    timed); otherwise ``ok`` with the median, min and IQR of ``repeats`` runs
+    after ``warmup``. With ``check=False`` the reference is not consulted.
+    Crashes and timeouts need a separate process: see :func:`measure_in_subprocess`.
+    """
+    try:
+        kernel = build(func_lowered, plan, cache_dir)
+    except CodegenError as exc:
+        return _error(exc)
+    outputs = empty_outputs(func_lowered)
+    args = (*inputs, *outputs)
+    try:
+        compile_s = kernel.compile(*args)
+    except CodegenError as exc:
+        return _error(exc, workspace_bytes=kernel.workspace_bytes)
+    fields: dict[str, Any] = {"compile_s": compile_s, "workspace_bytes": kernel.workspace_bytes}
+    kernel(*args)
+    err: float | None = None
+    if check:
+        ok, err = compare(outputs, reference_outputs(workload_or_reference, inputs))
+        if not ok:
+            return MeasureResult("wrong", max_abs_err=err, **fields)
+    median, low, iqr = time_kernel(_runner(kernel, args), warmup, repeats)
+    return MeasureResult("ok", err, median, low, iqr, repeats, **fields)
+
+
+def _runner(kernel: Kernel, args: tuple[np.ndarray, ...]) -> Callable[[], None]:
+    """The kernel with its arguments bound and checked once (no per-call checks while timing)."""
+    kernel.check_args(args)
+    dispatcher, full = kernel.dispatcher, (*args, *kernel.storage)
+
+    def run() -> None:
+        dispatcher(*full)
+
+    return run

@@ -1,0 +1,37 @@
+"""Schedule primitives: pure functions ``(func, **args) -> (func, new names)``, one module per family.
+
+``PRIMITIVES`` maps each primitive's name (as written in traces) to its function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ... import ir
+from . import buffers, cache, compute_at, layout, loops, memory
+
+Primitive = Callable[..., tuple[ir.Func, tuple[str, ...]]]
+
+PRIMITIVES: dict[str, Primitive] = {
+    "split": loops.split,
+    "reorder": loops.reorder,
+    "fuse": loops.fuse,
+    "parallel": loops.parallel,
+    "vectorize": loops.vectorize,
+    "unroll": loops.unroll,
+    "compute_at": compute_at.compute_at,
+    "reverse_compute_at": compute_at.reverse_compute_at,
+    "compute_inline": compute_at.compute_inline,
+    "reverse_compute_inline": compute_at.reverse_compute_inline,
+    "cache_read": cache.cache_read,
+    "cache_write": cache.cache_write,
+    "annotate_buffer_access": buffers.annotate_buffer_access,
+    "rolling_buffer": buffers.rolling_buffer,
+    "double_buffer": buffers.double_buffer,
+    "transform_layout": layout.transform_layout,
+    "set_pools": memory.set_pools,
+    "set_scope": memory.set_scope,
+}
+
+__all__ = ["PRIMITIVES", "Primitive", "Any"]

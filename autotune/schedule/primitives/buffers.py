@@ -1,0 +1,146 @@
+"""Buffer primitives: annotate_buffer_access, rolling_buffer, double_buffer.
+
+``rolling_buffer`` and ``double_buffer`` check every precondition here and tag
+the producing block; the rewrites themselves are lowering passes
+(``autotune.lowering.rolling``, ``autotune.lowering.double_buffer``), as in
+TVM's InjectRollingBuffer / InjectDoubleBuffer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ... import ir
+from ...analysis.arith import simplify
+from ...analysis.linear import to_linear
+from ...errors import ScheduleError
+from ...te import FULL_REGION_ANNOTATION
+from ..exprjson import expr_from_json
+from ..regions import EXPLICIT
+from ..tree import block_path, replace_stmt
+from .compute_at import scope_root
+
+Result = tuple[ir.Func, tuple[str, ...]]
+ROLLING = "rolling_buffer"
+DOUBLE = "double_buffer"
+
+
+def annotate_buffer_access(func: ir.Func, block: str, buffer_index: int, access: str, region: tuple) -> Result:  # type: ignore[type-arg]
+    """Give ``block`` an explicit read or write region, overriding inference.
+
+    For a resize whose index is ``floor(v * 2.0 + 0.5)`` the inferred read is the
+    whole input; ``(2 * v - 3, 2 * v + 3)`` per spatial axis tells compute_at and
+    compaction what a tile really needs.
+    """
+    if access not in EXPLICIT:
+        raise ScheduleError("annotate_buffer_access", f"access must be 'read' or 'write', got {access!r}")
+    blk = block_path(func, block, "annotate_buffer_access")[-1]
+    assert isinstance(blk, ir.Block)
+    regions = blk.reads if access == "read" else blk.writes
+    if not isinstance(buffer_index, int) or not 0 <= buffer_index < len(regions):
+        raise ScheduleError("annotate_buffer_access", f"block '{block}' has {len(regions)} {access} buffers, index {buffer_index!r} is out of range")
+    buf = regions[buffer_index].buffer
+    if len(region) != buf.ndim:
+        raise ScheduleError("annotate_buffer_access", f"the region has {len(region)} entries, buffer '{buf.name}' has {buf.ndim} dimensions")
+    variables = [iv.var for iv in blk.iter_vars]
+    ranges = []
+    for entry in region:
+        if isinstance(entry, (list, tuple)) and len(entry) == 3 and entry[0] == "range":
+            lo = expr_from_json(entry[1], variables, "annotate_buffer_access")
+            hi = expr_from_json(entry[2], variables, "annotate_buffer_access")
+            extent = simplify(ir.Sub(hi, lo))
+            if ir.as_int(extent) is None or ir.as_int(extent) <= 0:  # type: ignore[operator]
+                raise ScheduleError("annotate_buffer_access", f"range ({lo}, {hi}) must have a positive constant extent")
+            ranges.append(ir.Range(simplify(lo), extent))
+        else:
+            ranges.append(ir.Range(simplify(expr_from_json(entry, variables, "annotate_buffer_access")), ir.const(1)))
+    new_region = ir.BufferRegion(buf, tuple(ranges))
+    key = EXPLICIT[access]
+    marked = tuple(sorted({*ir.ann_get(blk.annotations, key, ()), buffer_index}))
+    ann = ir.ann_set(blk.annotations, key, marked)
+    full = tuple(n for n in ir.ann_get(ann, FULL_REGION_ANNOTATION, ()) if n != buf.name)
+    ann = ir.ann_set(ann, FULL_REGION_ANNOTATION, full or None)
+    new_regions = tuple(new_region if i == buffer_index else r for i, r in enumerate(regions))
+    changes = {"reads": new_regions} if access == "read" else {"writes": new_regions}
+    return replace_stmt(func, blk, replace(blk, annotations=ann, **changes)), ()
+
+
+def _computed_at_loop(func: ir.Func, block: str, primitive: str) -> tuple[ir.Block, ir.For]:
+    """The block and the loop of its consumer it was computed at (the loop just above its own nest)."""
+    path = block_path(func, block, primitive)
+    blk = path[-1]
+    assert isinstance(blk, ir.Block)
+    top = scope_root(path)
+    above = [s for s in path[: path.index(top)] if isinstance(s, ir.For)]
+    if not above:
+        raise ScheduleError(primitive, f"block '{block}' is not inside any loop of its consumer (use compute_at first)")
+    return blk, above[-1]
+
+
+def _intermediate(func: ir.Func, blk: ir.Block, buffer_index: int, primitive: str) -> ir.Buffer:
+    if not isinstance(buffer_index, int) or not 0 <= buffer_index < len(blk.writes):
+        raise ScheduleError(primitive, f"block '{blk.name}' writes {len(blk.writes)} buffers, index {buffer_index!r} is out of range")
+    buf = blk.writes[buffer_index].buffer
+    if any(p is buf for p in func.params):
+        raise ScheduleError(primitive, f"'{buf.name}' is a function parameter, not an intermediate buffer")
+    return buf
+
+
+def rolling_buffer(func: ir.Func, block: str, buffer_index: int = 0) -> Result:
+    """Keep the rows that consecutive iterations share instead of recomputing them.
+
+    After ``compute_at(B, ho)`` under a 4-row tile of a 3x3 pool, B computes rows
+    ``ho*4 .. ho*4+5`` each iteration. Rolling: B computes only rows it has not
+    computed before (all 6 at the first iteration, then 4), and its buffer is
+    folded to 6 rows indexed ``row % 6``.
+    """
+    blk, loop = _computed_at_loop(func, block, "rolling_buffer")
+    buf = _intermediate(func, blk, buffer_index, "rolling_buffer")
+    if loop.kind == ir.ForKind.PARALLEL:
+        raise ScheduleError("rolling_buffer", f"loop '{loop.loop_var.name}' is parallel: iterations must run in order to roll")
+    dims = _roll_candidates(func, blk, buf, loop)
+    if not dims:
+        raise ScheduleError("rolling_buffer", f"no dimension of '{buf.name}' overlaps between consecutive iterations of loop '{loop.loop_var.name}'")
+    dim, window, stride = dims[0]
+    info = (buf.name, dim, loop.loop_var.name, window, stride)
+    ann = ir.ann_set(blk.annotations, ROLLING, info)
+    ann = ir.ann_set(ann, "rolling_buffer_loop", loop.loop_var.name)
+    return replace_stmt(func, blk, replace(blk, annotations=ann)), ()
+
+
+def _roll_candidates(func: ir.Func, blk: ir.Block, buf: ir.Buffer, loop: ir.For) -> list[tuple[int, int, int]]:
+    """(dim, window, stride) for each dimension whose extent per iteration exceeds its step."""
+    store = next(s for s in ir.collect(blk.body, ir.BufferStore) if s.buffer is buf)
+    binding = {iv.var: b for iv, b in zip(blk.iter_vars, blk.bindings)}
+    path = block_path(func, blk.name, "rolling_buffer")
+    inner = {f.loop_var: f for f in path[path.index(loop) + 1 :] if isinstance(f, ir.For)}
+    found = []
+    for dim, idx in enumerate(store.indices):
+        expr = binding.get(idx) if isinstance(idx, ir.Var) else None
+        lin = to_linear(simplify(expr)) if expr is not None else None
+        if lin is None:
+            continue
+        stride = lin.coeff(loop.loop_var)
+        extent = 1
+        for var, f in inner.items():
+            c, ext = lin.coeff(var), ir.as_int(f.extent)
+            if c and ext is not None:
+                extent += abs(c) * (ext - 1)
+        if 0 < stride < extent:
+            found.append((dim, extent, stride))
+    return found
+
+
+def double_buffer(func: ir.Func, block: str) -> Result:
+    """Stage the buffer ``block`` writes in two slots: fill slot ``(i+1)%2`` while ``i%2`` is read.
+
+    Applies to a staging block computed at a loop (``cache_read`` + ``compute_at``).
+    """
+    blk, loop = _computed_at_loop(func, block, "double_buffer")
+    _intermediate(func, blk, 0, "double_buffer")
+    if loop.kind == ir.ForKind.PARALLEL:
+        raise ScheduleError("double_buffer", f"loop '{loop.loop_var.name}' is parallel")
+    if ir.ann_get(blk.annotations, ROLLING) is not None:
+        raise ScheduleError("double_buffer", f"'{blk.writes[0].buffer.name}' is already a rolling buffer")
+    ann = ir.ann_set(blk.annotations, DOUBLE, loop.loop_var.name)
+    return replace_stmt(func, blk, replace(blk, annotations=ann)), ()

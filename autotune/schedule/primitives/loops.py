@@ -1,0 +1,170 @@
+"""Loop primitives: split, reorder, fuse, parallel, vectorize, unroll."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from math import prod
+
+from ... import ir
+from ...analysis.arith import simplify
+from ...errors import ScheduleError
+from ..tree import all_names, blocks_under, fresh_name, loop_path, replace_stmt
+
+Result = tuple[ir.Func, tuple[str, ...]]
+
+
+def _const_loop(loop: ir.For, primitive: str) -> int:
+    extent = ir.as_int(loop.extent)
+    if ir.as_int(loop.min) != 0 or extent is None:
+        raise ScheduleError(primitive, f"loop '{loop.loop_var.name}' must start at 0 and have a constant extent")
+    return extent
+
+
+def _add_predicate(stmt: ir.Stmt, cond: ir.Expr) -> ir.Stmt:
+    """Guard every block under ``stmt`` with ``cond`` (conjoined with its own predicate)."""
+    vmap: dict[ir.Block, ir.Block] = {}
+    for b in blocks_under(stmt):
+        pred = cond if isinstance(b.predicate, ir.IntImm) and b.predicate.value == 1 else ir.And(b.predicate, cond)
+        vmap[b] = replace(b, predicate=pred)
+
+    class _Guard(ir.Transformer):
+        def visit_Block(self, b: ir.Block) -> ir.Stmt:
+            inner = self.generic_visit(b)
+            return replace(inner, predicate=vmap[b].predicate) if b in vmap else inner
+
+    return _Guard().visit(stmt)
+
+
+def _simplify_bindings(stmt: ir.Stmt) -> ir.Stmt:
+    class _S(ir.Transformer):
+        def visit_Block(self, b: ir.Block) -> ir.Stmt:
+            b = self.generic_visit(b)
+            bindings = tuple(simplify(e) for e in b.bindings)
+            return replace(b, bindings=bindings, predicate=simplify(b.predicate))
+
+    return _S().visit(stmt)
+
+
+def split(func: ir.Func, loop: str, factors: tuple[int | None, ...], names: tuple[str, ...] = ()) -> Result:
+    """Split a loop into nested loops of the given extents (one may be None: inferred).
+
+    ``for h in range(130)`` with factors [None, 4] becomes
+    ``for h_0 in range(33): for h_1 in range(4):`` with ``h = h_0 * 4 + h_1`` and,
+    since 4 does not divide 130, the predicate ``h_0 * 4 + h_1 < 130`` on the blocks.
+    """
+    node = loop_path(func, loop, "split")[-1]
+    assert isinstance(node, ir.For)
+    extent = _const_loop(node, "split")
+    if len(factors) < 2:
+        raise ScheduleError("split", f"needs at least two factors, got {list(factors)}")
+    if sum(f is None for f in factors) > 1:
+        raise ScheduleError("split", "at most one factor may be None")
+    for f in factors:
+        if f is not None and (not isinstance(f, int) or isinstance(f, bool) or f <= 0):
+            raise ScheduleError("split", f"factors must be positive integers, got {f!r} in {list(factors)}")
+    known = prod(f for f in factors if f is not None)
+    sizes = [f if f is not None else -(-extent // known) for f in factors]
+    if prod(sizes) < extent:
+        raise ScheduleError("split", f"factors {list(factors)} cover {prod(sizes)} iterations, loop '{loop}' has {extent}")
+    if names and len(names) != len(sizes):
+        raise ScheduleError("split", f"{len(names)} names given for {len(sizes)} loops")
+    taken = all_names(func)
+    new_names = [fresh_name(taken, n) for n in names] if names else [fresh_name(taken, f"{loop}_{k}") for k in range(len(sizes))]
+    new_vars = [ir.Var(n) for n in new_names]
+    fused: ir.Expr = ir.const(0)
+    for v, size in zip(new_vars, sizes):
+        fused = fused * size + v
+    fused = simplify(fused)
+    body = ir.substitute(node.body, {node.loop_var: fused})
+    if prod(sizes) != extent:
+        body = _add_predicate(body, ir.LT(fused, ir.const(extent)))
+    body = _simplify_bindings(body)
+    for v, size in reversed(list(zip(new_vars, sizes))):
+        body = ir.For(v, ir.const(0), ir.const(size), ir.ForKind.SERIAL, body)
+    return replace_stmt(func, node, body), tuple(new_names)
+
+
+def _chain(func: ir.Func, loops: tuple[str, ...], primitive: str) -> list[ir.For]:
+    """The perfect nest of loops from the outermost to the innermost of ``loops``."""
+    if len(set(loops)) != len(loops):
+        raise ScheduleError(primitive, f"loops repeated in {list(loops)}")
+    paths = {name: loop_path(func, name, primitive) for name in loops}
+    deepest = max(paths.values(), key=len)
+    fors = [s for s in deepest if isinstance(s, ir.For)]
+    names = [f.loop_var.name for f in fors]
+    for name in loops:
+        if name not in names:
+            raise ScheduleError(primitive, f"loops {list(loops)} are not nested in one another")
+    lo = min(names.index(n) for n in loops)
+    hi = max(names.index(n) for n in loops)
+    chain = fors[lo : hi + 1]
+    for outer, inner in zip(chain, chain[1:]):
+        if outer.body is not inner:
+            raise ScheduleError(primitive, f"loop '{outer.loop_var.name}' has statements besides loop '{inner.loop_var.name}'")
+    return chain
+
+
+def reorder(func: ir.Func, loops: tuple[str, ...]) -> Result:
+    """Put ``loops`` in the given order, in the positions they occupy (other loops stay)."""
+    chain = _chain(func, loops, "reorder")
+    chain_vars = {f.loop_var for f in chain}
+    for f in chain:
+        if ir.free_vars(f.min) & chain_vars or ir.free_vars(f.extent) & chain_vars:
+            raise ScheduleError("reorder", f"the range of loop '{f.loop_var.name}' depends on another loop")
+    by_name = {f.loop_var.name: f for f in chain}
+    order = iter(loops)
+    new_seq = [by_name[next(order)] if f.loop_var.name in loops else f for f in chain]
+    body = chain[-1].body
+    for f in reversed(new_seq):
+        body = replace(f, body=body)
+    return replace_stmt(func, chain[0], body), ()
+
+
+def fuse(func: ir.Func, loops: tuple[str, ...], name: str | None = None) -> Result:
+    """Fuse consecutive perfectly nested loops into one of the product extent."""
+    if len(loops) < 2:
+        raise ScheduleError("fuse", f"needs at least two loops, got {list(loops)}")
+    chain = _chain(func, loops, "fuse")
+    if [f.loop_var.name for f in chain] != list(loops):
+        raise ScheduleError("fuse", f"loops {list(loops)} must be consecutive and listed outermost first")
+    extents = [_const_loop(f, "fuse") for f in chain]
+    taken = all_names(func)
+    fused_var = ir.Var(fresh_name(taken, name or "_".join(loops) + "_fused"))
+    vmap: dict[ir.Var, ir.Expr] = {}
+    for k, f in enumerate(chain):
+        inner = prod(extents[k + 1 :])
+        e: ir.Expr = ir.FloorDiv(fused_var, ir.const(inner)) if inner > 1 else fused_var
+        vmap[f.loop_var] = ir.FloorMod(e, ir.const(extents[k])) if k > 0 else e
+    body = _simplify_bindings(ir.substitute(chain[-1].body, vmap))
+    new = ir.For(fused_var, ir.const(0), ir.const(prod(extents)), ir.ForKind.SERIAL, body)
+    return replace_stmt(func, chain[0], new), (fused_var.name,)
+
+
+def _set_kind(func: ir.Func, loop: str, kind: str, primitive: str) -> Result:
+    node = loop_path(func, loop, primitive)[-1]
+    assert isinstance(node, ir.For)
+    if kind in (ir.ForKind.PARALLEL, ir.ForKind.VECTORIZED):
+        for b in blocks_under(node):
+            for iv, binding in zip(b.iter_vars, b.bindings):
+                if iv.kind == "reduce" and node.loop_var in ir.free_vars(binding):
+                    raise ScheduleError(primitive, f"loop '{loop}' binds reduction axis '{iv.var.name}' of block '{b.name}'")
+            if ir.ann_get(b.annotations, "rolling_buffer_loop") == loop:
+                raise ScheduleError(primitive, f"loop '{loop}' carries the rolling buffer of block '{b.name}'")
+    if kind == ir.ForKind.UNROLLED and ir.as_int(node.extent) is None:
+        raise ScheduleError(primitive, f"loop '{loop}' has no constant extent")
+    return replace_stmt(func, node, replace(node, kind=kind)), ()
+
+
+def parallel(func: ir.Func, loop: str) -> Result:
+    """Run the iterations of ``loop`` on several threads (``prange``)."""
+    return _set_kind(func, loop, ir.ForKind.PARALLEL, "parallel")
+
+
+def vectorize(func: ir.Func, loop: str) -> Result:
+    """Mark ``loop`` for vector code (a contiguous innermost loop in the kernel)."""
+    return _set_kind(func, loop, ir.ForKind.VECTORIZED, "vectorize")
+
+
+def unroll(func: ir.Func, loop: str) -> Result:
+    """Unroll ``loop`` into straight-line code."""
+    return _set_kind(func, loop, ir.ForKind.UNROLLED, "unroll")

@@ -1,0 +1,58 @@
+"""Memory placement: candidate pools (RFC 0023 ``candidate_memory_pools``) and storage scope."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ... import ir
+from ...errors import ScheduleError
+from ..tree import allocating_block, get_block, replace_stmt
+
+Result = tuple[ir.Func, tuple[str, ...]]
+POOLS_ANNOTATION = "candidate_memory_pools"
+
+
+def find_buffer(func: ir.Func, block: str, name: str, primitive: str) -> ir.Buffer:
+    """The buffer called ``name`` that ``block`` reads, writes or allocates."""
+    b = get_block(func, block, primitive)
+    for region in (*b.reads, *b.writes):
+        if region.buffer.name == name:
+            return region.buffer
+    for buf in b.alloc_buffers:
+        if buf.name == name:
+            return buf
+    raise ScheduleError(primitive, f"block '{block}' does not access a buffer named '{name}'")
+
+
+def _owner(func: ir.Func, buf: ir.Buffer, primitive: str) -> ir.Block:
+    owner = allocating_block(func, buf)
+    if owner is None:
+        raise ScheduleError(primitive, f"'{buf.name}' is a function parameter; only intermediate allocations can be placed")
+    return owner
+
+
+def set_pools(func: ir.Func, block: str, buffer: str, pools: tuple[str, ...]) -> Result:
+    """Give the allocation of ``buffer`` an ordered list of candidate memory pools.
+
+    Lowering copies it to the ``Allocate`` as ``candidate_memory_pools``; the
+    planner puts the buffer in the first candidate where it fits.
+    """
+    if not pools or not all(isinstance(p, str) and p for p in pools):
+        raise ScheduleError("set_pools", f"pools must be a non-empty list of pool names, got {list(pools)}")
+    if len(set(pools)) != len(pools):
+        raise ScheduleError("set_pools", f"pools repeated in {list(pools)}")
+    buf = find_buffer(func, block, buffer, "set_pools")
+    owner = _owner(func, buf, "set_pools")
+    current = dict(ir.ann_get(owner.annotations, POOLS_ANNOTATION, ()))
+    current[buf.name] = tuple(pools)
+    ann = ir.ann_set(owner.annotations, POOLS_ANNOTATION, tuple(sorted(current.items())))
+    return replace_stmt(func, owner, replace(owner, annotations=ann)), ()
+
+
+def set_scope(func: ir.Func, block: str, buffer: str, scope: str) -> Result:
+    """Set the storage scope of an intermediate buffer (e.g. ``local``, ``global``)."""
+    if not scope or not isinstance(scope, str):
+        raise ScheduleError("set_scope", f"scope must be a non-empty string, got {scope!r}")
+    buf = find_buffer(func, block, buffer, "set_scope")
+    _owner(func, buf, "set_scope")
+    return ir.substitute(func, bmap={buf: buf.with_(scope=scope)}), ()

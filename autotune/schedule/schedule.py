@@ -1,0 +1,175 @@
+"""``Schedule``: an immutable function plus the trace of primitives that made it.
+
+Every method applies one pure primitive (``autotune.schedule.primitives``) and
+returns a new ``Schedule`` whose trace has one more step; the names a primitive
+creates (new loops, new blocks) are in ``.last``::
+
+    sch = Schedule(func)
+    sch = sch.split("h_1", [None, 4]); ho, hi = sch.last
+    sch = sch.compute_at("B", ho).rolling_buffer("B", 0)
+
+Replaying the trace on the original function rebuilds the same IR.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import ir
+from ..errors import ScheduleError
+from . import trace as tr
+from .exprjson import callable_to_json
+from .primitives import PRIMITIVES
+from .tree import block_names, get_block, loop_path, loops_above, block_path
+
+
+@dataclass(frozen=True)
+class Schedule:
+    func: ir.Func
+    original: ir.Func | None = None
+    trace: tuple[tr.Step, ...] = ()
+    last: tuple[str, ...] = field(default=(), compare=False)
+
+    def __post_init__(self) -> None:
+        if self.original is None:
+            object.__setattr__(self, "original", self.func)
+
+    # ---- queries -----------------------------------------------------------
+    def get_block(self, name: str) -> str:
+        get_block(self.func, name, "get_block")
+        return name
+
+    def get_blocks(self) -> list[str]:
+        return block_names(self.func)
+
+    def get_loops(self, block: str) -> tuple[str, ...]:
+        return tuple(f.loop_var.name for f in loops_above(block_path(self.func, block, "get_loops")))
+
+    def get_loop(self, name: str) -> ir.For:
+        return loop_path(self.func, name, "get_loop")[-1]  # type: ignore[return-value]
+
+    def __str__(self) -> str:
+        return str(self.func)
+
+    def trace_json(self) -> str:
+        return tr.dumps(self.trace)
+
+    # ---- application -------------------------------------------------------
+    def apply(self, op: str, **kwargs: Any) -> Schedule:
+        """Apply primitive ``op`` with JSON-able arguments (what a trace step holds)."""
+        fn = PRIMITIVES.get(op)
+        if fn is None:
+            raise ScheduleError(op, f"unknown primitive (known: {', '.join(sorted(PRIMITIVES))})")
+        kwargs = {k: v for k, v in kwargs.items() if v is not None}
+        try:
+            func, outputs = fn(self.func, **kwargs)
+        except TypeError as e:
+            if "argument" not in str(e):
+                raise
+            raise ScheduleError(op, f"bad arguments {sorted(kwargs)}: {e}") from None
+        step = tr.make_step(op, tuple(outputs), **kwargs)
+        return Schedule(func, self.original, (*self.trace, step), tuple(outputs))
+
+    @classmethod
+    def replay(cls, func: ir.Func, steps: Sequence[tr.Step] | str) -> Schedule:
+        """Rebuild a schedule from a trace (steps, or the JSON text of one) on ``func``."""
+        if isinstance(steps, str):
+            steps = tr.loads(steps)
+        sch = cls(func)
+        for i, step in enumerate(steps):
+            try:
+                sch = sch.apply(step.op, **step.kwargs())
+            except ScheduleError as e:
+                raise ScheduleError(step.op, f"trace step {i} does not apply: {e.reason}") from None
+            if step.outputs and sch.last != step.outputs:
+                raise ScheduleError(step.op, f"trace step {i} produced {list(sch.last)}, the trace says {list(step.outputs)}")
+        return sch
+
+    # ---- loops -------------------------------------------------------------
+    def split(self, loop: str, factors: Sequence[int | None], names: Sequence[str] | None = None) -> Schedule:
+        return self.apply("split", loop=loop, factors=tuple(factors), names=tuple(names) if names else None)
+
+    def reorder(self, *loops: str) -> Schedule:
+        return self.apply("reorder", loops=tuple(loops))
+
+    def fuse(self, *loops: str, name: str | None = None) -> Schedule:
+        return self.apply("fuse", loops=tuple(loops), name=name)
+
+    def parallel(self, loop: str) -> Schedule:
+        return self.apply("parallel", loop=loop)
+
+    def vectorize(self, loop: str) -> Schedule:
+        return self.apply("vectorize", loop=loop)
+
+    def unroll(self, loop: str) -> Schedule:
+        return self.apply("unroll", loop=loop)
+
+    # ---- compute location --------------------------------------------------
+    def compute_at(self, block: str, loop: str) -> Schedule:
+        return self.apply("compute_at", block=block, loop=loop)
+
+    def reverse_compute_at(self, block: str, loop: str) -> Schedule:
+        return self.apply("reverse_compute_at", block=block, loop=loop)
+
+    def compute_inline(self, block: str) -> Schedule:
+        return self.apply("compute_inline", block=block)
+
+    def reverse_compute_inline(self, block: str) -> Schedule:
+        return self.apply("reverse_compute_inline", block=block)
+
+    # ---- caches and buffers ------------------------------------------------
+    def cache_read(self, block: str, buffer_index: int, scope: str = "global") -> Schedule:
+        return self.apply("cache_read", block=block, buffer_index=buffer_index, scope=scope)
+
+    def cache_write(self, block: str, buffer_index: int, scope: str = "global") -> Schedule:
+        return self.apply("cache_write", block=block, buffer_index=buffer_index, scope=scope)
+
+    def annotate_buffer_access(
+        self, block: str, buffer_index: int, access: str, fn: Callable[..., Sequence[Any]] | Sequence[Any]
+    ) -> Schedule:
+        """``fn`` maps the block's iter vars to one entry per buffer dimension: a point or a (lo, hi) pair."""
+        region = callable_to_json(fn, self._iter_vars(block, "annotate_buffer_access")) if callable(fn) else fn
+        return self.apply("annotate_buffer_access", block=block, buffer_index=buffer_index, access=access, region=region)
+
+    def rolling_buffer(self, block: str, buffer_index: int = 0) -> Schedule:
+        return self.apply("rolling_buffer", block=block, buffer_index=buffer_index)
+
+    def double_buffer(self, block: str) -> Schedule:
+        return self.apply("double_buffer", block=block)
+
+    def transform_layout(self, block: str, buffer: str, index_map: Callable[..., Sequence[Any]] | Sequence[Any]) -> Schedule:
+        """``index_map`` maps the buffer's indices to new ones; ``AXIS_SEPARATOR`` in its result splits physical axes."""
+        if callable(index_map):
+            ndim = self._buffer(block, buffer, "transform_layout").ndim
+            index_map = callable_to_json(index_map, [ir.Var(f"i{k}") for k in range(ndim)])
+        return self.apply("transform_layout", block=block, buffer=buffer, index_map=index_map)
+
+    def set_pools(self, block: str, buffer: str, pools: Sequence[str]) -> Schedule:
+        return self.apply("set_pools", block=block, buffer=buffer, pools=tuple(pools))
+
+    def set_scope(self, block: str, buffer: str, scope: str) -> Schedule:
+        return self.apply("set_scope", block=block, buffer=buffer, scope=scope)
+
+    # ---- helpers -----------------------------------------------------------
+    def _iter_vars(self, block: str, primitive: str) -> list[ir.Var]:
+        return [iv.var for iv in get_block(self.func, block, primitive).iter_vars]
+
+    def _buffer(self, block: str, name: str, primitive: str) -> ir.Buffer:
+        b = get_block(self.func, block, primitive)
+        for region in (*b.reads, *b.writes):
+            if region.buffer.name == name:
+                return region.buffer
+        for buf in b.alloc_buffers:
+            if buf.name == name:
+                return buf
+        raise ScheduleError(primitive, f"block '{block}' does not access a buffer named '{name}'")
+
+
+def load_trace(path: str) -> tuple[tr.Step, ...]:
+    with open(path) as f:
+        text = f.read()
+    data = json.loads(text)
+    return tr.parse(data.get("trace", data) if isinstance(data, dict) else data, path)
