@@ -67,3 +67,30 @@ def golden(request: pytest.FixtureRequest) -> GoldenCheck:
             )
 
     return check
+
+
+@pytest.fixture
+def run_func() -> Callable[..., object]:
+    """Return ``run(workload, func, extra=(), **lower_kwargs)``: lower, compile, run on seeded inputs.
+
+    Checks the outputs against the workload's numpy reference and returns the
+    ``Lowered`` function. ``extra`` arrays are passed between the inputs and the
+    outputs (for instrumented functions that take extra parameters).
+    """
+    import numpy as np
+
+    from autotune.codegen import build
+    from autotune.lowering import lower
+
+    def run(workload, func, extra=(), check=True, **lower_kwargs):  # type: ignore[no-untyped-def]
+        lowered = lower(func, verify=True, **lower_kwargs)
+        kernel = build(lowered.func, lowered.plan)
+        inputs = workload.make_inputs(0)
+        outputs = [np.full(b.const_shape(), np.nan, dtype=b.dtype) for b in func.outputs]
+        kernel(*inputs, *extra, *outputs)
+        if check:
+            for got, want in zip(outputs, workload.reference(*inputs)):
+                np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        return lowered
+
+    return run

@@ -15,7 +15,17 @@ from .region import (
 )
 
 __all__ = [
-    "Analyzer", "Interval", "Linear", "block_access_regions", "clip_region", "eval_interval",
-    "region_extents_const", "relax_region", "simplify", "substitute_bindings", "sum_form", "to_linear",
+    "Analyzer",
+    "Interval",
+    "Linear",
+    "block_access_regions",
+    "clip_region",
+    "eval_interval",
+    "region_extents_const",
+    "relax_region",
+    "simplify",
+    "substitute_bindings",
+    "sum_form",
+    "to_linear",
     "union_regions",
 ]

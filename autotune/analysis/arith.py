@@ -1,5 +1,6 @@
 """The arithmetic analyzer: variable bounds, intervals, proofs and simplification.
 
+>>> from autotune.ir import Range, Var
 >>> i, j = Var("i"), Var("j")
 >>> str(simplify((i * 4 + j) - i * 4))
 'j'

@@ -69,7 +69,9 @@ def quasi_affine(form: Linear) -> bool:
 class Relaxer:
     """Bounds of index ranges when the variables of ``domains`` run over their ranges."""
 
-    def __init__(self, domains: Mapping[Var, Range], analyzer: Analyzer | None = None, *, strict: bool = False) -> None:
+    def __init__(
+        self, domains: Mapping[Var, Range], analyzer: Analyzer | None = None, *, strict: bool = False
+    ) -> None:
         self.domains = domains
         self.an = analyzer if analyzer is not None else Analyzer()
         self.strict = strict
@@ -156,4 +158,3 @@ def _floormod(inner: DimBound, c: int) -> tuple[Linear, Linear, int, int]:
     if inner.base.divisible_by(c) and inner.lo // c == inner.hi // c:
         return Linear(), Linear(), inner.lo % c, inner.hi % c
     return (Linear(), Linear(), 0, c - 1) if c > 0 else (Linear(), Linear(), c + 1, 0)
-

@@ -146,4 +146,3 @@ def fold_call(call: Call, args: tuple[Expr, ...]) -> Expr | None:
     if isinstance(arg, FloatImm) and math.isfinite(arg.value) and is_float(call.dtype):
         return FloatImm(round_float(fn(arg.value), call.dtype), call.dtype)
     return None
-

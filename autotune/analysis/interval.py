@@ -10,7 +10,7 @@ everything else is bounded node by node; what is not an integer is unbounded.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from autotune.ir import (
@@ -22,6 +22,7 @@ from autotune.ir import (
     NE,
     Add,
     And,
+    BinaryOp,
     Cast,
     CmpOp,
     Expr,
@@ -69,9 +70,16 @@ def _fdiv(a: _Num, c: int) -> _Num:
     return a // c
 
 
+def _iv(x: Interval | int) -> Interval:
+    return Interval(x, x) if isinstance(x, int) else x
+
+
 @dataclass(frozen=True, slots=True)
 class Interval:
-    """The integers ``lo..hi`` inclusive; ``None`` is an unbounded side."""
+    """The integers ``lo..hi`` inclusive; ``None`` is an unbounded side.
+
+    Arithmetic takes another interval or an int (a point): ``Interval(-5, 5).floordiv(-2)``.
+    """
 
     lo: int | None = None
     hi: int | None = None
@@ -108,23 +116,27 @@ class Interval:
         return not self.contains(0)
 
     # ---- arithmetic --------------------------------------------------------
-    def __add__(self, other: Interval) -> Interval:
+    def __add__(self, other: Interval | int) -> Interval:
+        other = _iv(other)
         return Interval._of(_lo(self.lo) + _lo(other.lo), _hi(self.hi) + _hi(other.hi))
 
     def __neg__(self) -> Interval:
         return Interval._of(-_hi(self.hi), -_lo(self.lo))
 
-    def __sub__(self, other: Interval) -> Interval:
+    def __sub__(self, other: Interval | int) -> Interval:
+        other = _iv(other)
         return self + (-other)
 
-    def __mul__(self, other: Interval) -> Interval:
+    def __mul__(self, other: Interval | int) -> Interval:
+        other = _iv(other)
         corners = [_mul(a, b) for a in (_lo(self.lo), _hi(self.hi)) for b in (_lo(other.lo), _hi(other.hi))]
         return Interval._of(min(corners), max(corners))
 
     def scale(self, k: int) -> Interval:
         return self * Interval.point(k)
 
-    def floordiv(self, other: Interval) -> Interval:
+    def floordiv(self, other: Interval | int) -> Interval:
+        other = _iv(other)
         """``{a // b}`` over both intervals (unbounded when ``other`` may be 0 or is unbounded)."""
         if other.is_point and other.lo != 0:
             c = other.lo
@@ -140,7 +152,8 @@ class Interval:
         highs = [_fdiv(_hi(self.hi), b) for b in (other.lo, other.hi)]
         return Interval._of(min(lows), max(highs))
 
-    def floormod(self, other: Interval) -> Interval:
+    def floormod(self, other: Interval | int) -> Interval:
+        other = _iv(other)
         """``{a % b}`` over both intervals, with the sign of ``b`` as in Python."""
         if other.is_point and other.lo != 0:
             c = other.lo
@@ -157,10 +170,12 @@ class Interval:
         bottom = other.lo + 1
         return Interval(bottom if _hi(self.hi) > 0 else int(max(bottom, _lo(self.lo))), 0)
 
-    def min(self, other: Interval) -> Interval:
+    def min(self, other: Interval | int) -> Interval:
+        other = _iv(other)
         return Interval._of(min(_lo(self.lo), _lo(other.lo)), min(_hi(self.hi), _hi(other.hi)))
 
-    def max(self, other: Interval) -> Interval:
+    def max(self, other: Interval | int) -> Interval:
+        other = _iv(other)
         return Interval._of(max(_lo(self.lo), _lo(other.lo)), max(_hi(self.hi), _hi(other.hi)))
 
     def union(self, other: Interval) -> Interval:
@@ -262,20 +277,26 @@ def _node_interval(e: Expr, bounds: Bounds) -> Interval:
     if isinstance(e, Cast):
         if isinstance(e.value, FloatImm) and math.isfinite(e.value.value):
             return Interval.point(int(e.value.value))
-        inner = e.value.dtype
-        return eval_interval(e.value, bounds) if is_int_dtype(inner) or inner == "bool" else _EVERYTHING
+        source = e.value.dtype
+        return eval_interval(e.value, bounds) if is_int_dtype(source) or source == "bool" else _EVERYTHING
     return _arith_interval(e, bounds)
 
 
+_ARITH: dict[type, Callable[[Interval, Interval], Interval]] = {
+    Add: Interval.__add__,
+    Sub: Interval.__sub__,
+    Mul: Interval.__mul__,
+    FloorDiv: Interval.floordiv,
+    FloorMod: Interval.floormod,
+    Min: Interval.min,
+    Max: Interval.max,
+}
+
+
 def _arith_interval(e: Expr, bounds: Bounds) -> Interval:
-    ops = {
-        Add: Interval.__add__, Sub: Interval.__sub__, Mul: Interval.__mul__,
-        FloorDiv: Interval.floordiv, FloorMod: Interval.floormod, Min: Interval.min, Max: Interval.max,
-    }
-    fn = ops.get(type(e))
-    if fn is None:
+    fn = _ARITH.get(type(e))
+    if fn is None or not isinstance(e, BinaryOp):
         return _EVERYTHING
-    assert isinstance(e, (Add, Sub, Mul, FloorDiv, FloorMod, Min, Max))
     return fn(eval_interval(e.a, bounds), eval_interval(e.b, bounds))
 
 
@@ -284,7 +305,11 @@ def _bool_interval(e: Expr, bounds: Bounds) -> Interval:
         value = e.value
         if isinstance(value, FloatImm):
             return _TRUE if value.value != 0 else _FALSE
-        return _truth(eval_interval(value, bounds)) if is_int_dtype(value.dtype) or value.dtype == "bool" else _BOOL
+        return (
+            _truth(eval_interval(value, bounds))
+            if is_int_dtype(value.dtype) or value.dtype == "bool"
+            else _BOOL
+        )
     if isinstance(e, Var) and e in bounds:
         return bounds[e].intersect(_BOOL)
     return _BOOL
@@ -299,12 +324,13 @@ def _cmp_interval(e: CmpOp, bounds: Bounds) -> Interval:
     sa, sb = sum_form(e.a), sum_form(e.b)
     if sa is not None and sb is not None:
         decided = decide_compare(type(e), interval_of_sum(sa - sb, bounds))
-    elif isinstance(e.a, (IntImm, FloatImm)) and isinstance(e.b, (IntImm, FloatImm)) and not (
-        math.isnan(e.a.value) or math.isnan(e.b.value)
+    elif (
+        isinstance(e.a, (IntImm, FloatImm))
+        and isinstance(e.b, (IntImm, FloatImm))
+        and not (math.isnan(e.a.value) or math.isnan(e.b.value))
     ):
         diff = e.a.value - e.b.value
         decided = decide_compare(type(e), Interval.point(0 if diff == 0 else (1 if diff > 0 else -1)))
     else:
         decided = None
     return _BOOL if decided is None else (_TRUE if decided else _FALSE)
-

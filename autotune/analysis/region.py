@@ -45,8 +45,12 @@ from .arith import Analyzer, simplify
 from .bounds import DimBound, Relaxer
 
 __all__ = [
-    "block_access_regions", "clip_region", "region_extents_const", "relax_region",
-    "substitute_bindings", "union_regions",
+    "block_access_regions",
+    "clip_region",
+    "region_extents_const",
+    "relax_region",
+    "substitute_bindings",
+    "union_regions",
 ]
 
 Regions = tuple[BufferRegion, ...]

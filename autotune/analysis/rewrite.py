@@ -15,7 +15,6 @@ the analyzer's bounds; applying the rules twice gives the same text (idempotence
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from autotune.ir import (
@@ -63,6 +62,23 @@ __all__ = ["Simplifier"]
 _NEGATE: dict[type, type[CmpOp]] = {LT: GE, LE: GT, GT: LE, GE: LT, EQ: NE, NE: EQ}
 _TRUE = IntImm(1, "bool")
 _FALSE = IntImm(0, "bool")
+_RULES: dict[type, str] = {  # node class -> Simplifier method applied once its children are simplified
+    **dict.fromkeys((Add, Sub, Mul), "_linear"),
+    **dict.fromkeys((EQ, NE, LT, LE, GT, GE), "_compare"),
+    **dict.fromkeys((And, Or), "_logic"),
+    **dict.fromkeys((Min, Max), "_minmax"),
+    FloorDiv: "_floordiv",
+    FloorMod: "_floormod",
+    Div: "_fold",
+    Not: "_not",
+    Select: "_select",
+    Cast: "_cast",
+    Call: "_call",
+}
+
+
+def _either(found: Expr | None, default: Expr) -> Expr:
+    return default if found is None else found
 
 
 def _same(old: Expr, new: Expr) -> Expr:
@@ -79,15 +95,6 @@ class Simplifier(Transformer):
 
     def __init__(self, analyzer: Analyzer) -> None:
         self.an = analyzer
-        self.rules: dict[type, Callable[[Any], Expr]] = {
-            Add: self._linear, Sub: self._linear, Mul: self._linear,
-            FloorDiv: self._floordiv, FloorMod: self._floormod,
-            Min: self._minmax, Max: self._minmax, Div: self._fold,
-            EQ: self._compare, NE: self._compare, LT: self._compare,
-            LE: self._compare, GT: self._compare, GE: self._compare,
-            And: self._logic, Or: self._logic, Not: self._not,
-            Select: self._select, Cast: self._cast, Call: self._call,
-        }
 
     # ---- dispatch ----------------------------------------------------------
     def visit(self, node: Any) -> Any:
@@ -99,8 +106,8 @@ class Simplifier(Transformer):
         if isinstance(e, (IntImm, FloatImm, Var)):
             return e
         e = self.generic_visit(e)
-        rule = self.rules.get(type(e))
-        return e if rule is None else rule(e)
+        rule = _RULES.get(type(e))
+        return e if rule is None else getattr(self, rule)(e)  # type: ignore[no-any-return]
 
     def visit_For(self, s: For) -> For:
         with self.an.scoped():
@@ -115,7 +122,7 @@ class Simplifier(Transformer):
 
     # ---- arithmetic --------------------------------------------------------
     def _fold(self, e: BinaryOp) -> Expr:
-        return fold_binary(e, e.a, e.b) or e
+        return _either(fold_binary(e, e.a, e.b), e)
 
     def _linear(self, e: BinaryOp) -> Expr:
         folded = fold_binary(e, e.a, e.b)
@@ -136,38 +143,46 @@ class Simplifier(Transformer):
         folded = fold_binary(e, e.a, e.b)
         found = self._divisor(e) if folded is None else None
         if found is None:
-            return folded or e
+            return _either(folded, e)
         form, c = found
-        inner = e.a
-        if isinstance(inner, FloorDiv) and c > 0 and (c1 := as_int(inner.b)) is not None and c1 > 0:
-            return self._floordiv(FloorDiv(inner.a, IntImm(c1 * c, e.dtype)))
         quotient = Linear(tuple((t, k // c) for t, k in form.coeffs if k % c == 0))
         rest = Linear(tuple((t, k) for t, k in form.coeffs if k % c != 0), form.const)
         if rest.const % c == 0:
             quotient, rest = quotient + rest.const // c, rest.with_const(0)
         iv = self.an.interval_of(rest)
         if iv.lo is not None and iv.hi is not None and iv.lo // c == iv.hi // c:
-            result = quotient + iv.lo // c
+            return _same(e, (quotient + iv.lo // c).to_expr(e.dtype))
+        inner = rest.to_expr(e.dtype)
+        if isinstance(inner, FloorDiv) and c > 0 and (c1 := as_int(inner.b)) is not None and c1 > 0:
+            # (x // c1) // c == x // (c1 * c)
+            part = sum_form(self._floordiv(FloorDiv(inner.a, IntImm(c1 * c, e.dtype))))
         else:
-            result = quotient + Linear.term(FloorDiv(rest.to_expr(e.dtype), IntImm(c, e.dtype)))
-        return _same(e, result.to_expr(e.dtype))
+            part = Linear.term(FloorDiv(inner, IntImm(c, e.dtype)))
+        assert part is not None
+        return _same(e, (quotient + part).to_expr(e.dtype))
 
     def _floormod(self, e: FloorMod) -> Expr:
         folded = fold_binary(e, e.a, e.b)
         found = self._divisor(e) if folded is None else None
         if found is None:
-            return folded or e
+            return _either(folded, e)
         form, c = found
-        inner = e.a
-        if isinstance(inner, FloorMod) and c > 0 and (c1 := as_int(inner.b)) is not None and c1 > 0 and c1 % c == 0:
-            return self._floormod(FloorMod(inner.a, e.b))
         rest = Linear(tuple((t, k) for t, k in form.coeffs if k % c != 0), form.const % c)
         if rest.is_const:
             return IntImm(rest.const, e.dtype)
         iv = self.an.interval_of(rest)
         if iv.lo is not None and iv.hi is not None and iv.lo // c == iv.hi // c:
             return _same(e, (rest - c * (iv.lo // c)).to_expr(e.dtype))
-        return _same(e, FloorMod(rest.to_expr(e.dtype), IntImm(c, e.dtype)))
+        inner = rest.to_expr(e.dtype)
+        if (
+            isinstance(inner, FloorMod)
+            and c > 0
+            and (c1 := as_int(inner.b)) is not None
+            and c1 > 0
+            and c1 % c == 0
+        ):
+            return self._floormod(FloorMod(inner.a, IntImm(c, e.dtype)))  # (x % (k*c)) % c == x % c
+        return _same(e, FloorMod(inner, IntImm(c, e.dtype)))
 
     def _minmax(self, e: Min | Max) -> Expr:
         folded = fold_binary(e, e.a, e.b)
@@ -195,7 +210,7 @@ class Simplifier(Transformer):
         folded = fold_binary(e, e.a, e.b)
         if folded is not None:
             return folded
-        return self._decided(e) or e
+        return _either(self._decided(e), e)
 
     def _logic(self, e: And | Or) -> Expr:
         folded = fold_binary(e, e.a, e.b)
@@ -210,7 +225,7 @@ class Simplifier(Transformer):
                     return y
         if e.a == e.b and e.a.dtype == "bool":
             return e.a
-        return self._decided(e) or e
+        return _either(self._decided(e), e)
 
     def _not(self, e: Not) -> Expr:
         folded = fold_not(e.a)
@@ -219,10 +234,14 @@ class Simplifier(Transformer):
         inner = e.a
         if isinstance(inner, Not) and inner.a.dtype == "bool":
             return inner.a
-        if type(inner) in _NEGATE and is_int_dtype(inner.a.dtype) and is_int_dtype(inner.b.dtype):
-            assert isinstance(inner, CmpOp)
+        if (
+            isinstance(inner, CmpOp)
+            and type(inner) in _NEGATE
+            and is_int_dtype(inner.a.dtype)
+            and is_int_dtype(inner.b.dtype)
+        ):
             return _NEGATE[type(inner)](inner.a, inner.b)
-        return self._decided(e) or e
+        return _either(self._decided(e), e)
 
     def _select(self, e: Select) -> Expr:
         cond = e.cond if isinstance(e.cond, IntImm) else self._decided(e.cond)
@@ -240,4 +259,4 @@ class Simplifier(Transformer):
         return e.value if e.value.dtype == e.dtype else e
 
     def _call(self, e: Call) -> Expr:
-        return fold_call(e, e.args) or e
+        return _either(fold_call(e, e.args), e)

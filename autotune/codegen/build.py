@@ -151,15 +151,23 @@ class Kernel:
         params = self.kernel_source.params
         if len(arrays) != len(params):
             names = ", ".join(p.buffer for p in params)
-            raise CodegenError(f"kernel {self.name}: expected {len(params)} arrays ({names}), got {len(arrays)}")
+            raise CodegenError(
+                f"kernel {self.name}: expected {len(params)} arrays ({names}), got {len(arrays)}"
+            )
         for k, (p, a) in enumerate(zip(params, arrays)):
             want = f"{p.dtype}{list(p.shape)}"
             if not isinstance(a, np.ndarray):
-                raise CodegenError(f"kernel {self.name}: argument {k} ({p.buffer}) must be a numpy array {want}, got {type(a).__name__}")
+                raise CodegenError(
+                    f"kernel {self.name}: argument {k} ({p.buffer}) must be a numpy array {want}, got {type(a).__name__}"
+                )
             if a.dtype != np.dtype(p.dtype) or a.shape != p.shape:
-                raise CodegenError(f"kernel {self.name}: argument {k} ({p.buffer}) must be {want}, got {describe(a)}")
+                raise CodegenError(
+                    f"kernel {self.name}: argument {k} ({p.buffer}) must be {want}, got {describe(a)}"
+                )
             if not a.flags.c_contiguous or not a.flags.writeable:
-                raise CodegenError(f"kernel {self.name}: argument {k} ({p.buffer}) must be C-contiguous and writeable")
+                raise CodegenError(
+                    f"kernel {self.name}: argument {k} ({p.buffer}) must be C-contiguous and writeable"
+                )
 
     def compile(self, *arrays: np.ndarray) -> float:
         """Compile for the types of ``arrays`` (default: the parameters' own) without running.
@@ -192,7 +200,9 @@ class Kernel:
         return f"Kernel({self.name!r}, {self.path.name})"
 
 
-def build(func: ir.Func, plan: MemoryPlan | None = None, cache_dir: str | os.PathLike[str] | None = None) -> Kernel:
+def build(
+    func: ir.Func, plan: MemoryPlan | None = None, cache_dir: str | os.PathLike[str] | None = None
+) -> Kernel:
     """Generate, write and import the kernel of a lowered ``func`` and allocate its storage.
 
     With ``plan``, every allocation is a view at its planned offset into one

@@ -40,7 +40,18 @@ _FLOAT_INTRINSICS = {
     "abs": "np.abs",
     "tanh": "np.tanh",
 }
-_NUMPY_TYPES = {"float32", "float64", "float16", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32"}
+_NUMPY_TYPES = {
+    "float32",
+    "float64",
+    "float16",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+}
 
 
 def py_ident(name: str) -> str:
@@ -117,7 +128,9 @@ class ExprWriter:
             raise CodegenError(f"codegen: buffer {buf.name} is used outside its declaration")
         name, split = self.decls[buf]
         if len(indices) != buf.ndim:
-            raise CodegenError(f"codegen: buffer {buf.name} has {buf.ndim} dimensions, indexed with {len(indices)}")
+            raise CodegenError(
+                f"codegen: buffer {buf.name} has {buf.ndim} dimensions, indexed with {len(indices)}"
+            )
         inner = ", ".join(self.expr(i) for i in indices[split:])
         if not split:
             return f"{name}[{inner}]"
@@ -199,7 +212,7 @@ class ExprWriter:
 
     def expr_Not(self, e: E.Not, parent: int) -> str:
         text = f"not {self.expr(e.a, _NOT_PREC + 1)}"
-        return f"({text})" if _NOT_PREC < parent else text
+        return f"({text})" if parent > _NOT_PREC else text
 
     def expr_Select(self, e: E.Select, parent: int) -> str:
         # lazy: only the taken branch runs (a padded load outside its buffer sits in the other)

@@ -17,6 +17,7 @@ or of a parameter becomes a ``reshape`` (a tuple of reshaped banks for an N-d on
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from math import prod
 
@@ -39,10 +40,7 @@ checker fills outputs with NaN."""
 def kernel_decorator(parallel: bool) -> str:
     """The decorator line put on every kernel (part of the source, hence of the cache key)."""
     flags = "{" + ", ".join(f'"{f}"' for f in FASTMATH_FLAGS) + "}"
-    return (
-        f"@numba.njit(cache=True, fastmath={flags}, nogil=True, "
-        f'error_model="numpy", parallel={parallel})'
-    )
+    return f'@numba.njit(cache=True, fastmath={flags}, nogil=True, error_model="numpy", parallel={parallel})'
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +122,9 @@ class _Generator:
         self.storage: dict[E.Var, StorageArg] = {}
         self.param_data: dict[E.Var, ir.Buffer] = {}
         self.parallel = False
-        self.separated = {d.buffer.data for d in ir.collect(func.body, ir.DeclBuffer) if d.buffer.axis_separators}
+        self.separated = {
+            d.buffer.data for d in ir.collect(func.body, ir.DeclBuffer) if d.buffer.axis_separators
+        }
         for buf in func.params:
             self.exprs.declare(buf, self.names.buffer(buf))
             self.param_data.setdefault(buf.data, buf)
@@ -272,7 +272,7 @@ def _const_shape(buf: ir.Buffer) -> tuple[int, ...]:
 
 def _groups(shape: tuple[int, ...], seps: tuple[int, ...]) -> tuple[int, ...]:
     bounds = (0, *seps, len(shape))
-    return tuple(prod(shape[lo:hi]) for lo, hi in zip(bounds, bounds[1:]))
+    return tuple(prod(shape[lo:hi]) for lo, hi in itertools.pairwise(bounds))
 
 
 def _reshape(src: str, shape: tuple[int, ...], available: int) -> str:
@@ -321,4 +321,3 @@ def _storage_doc(s: StorageArg) -> str:
     pool = ir.ann_get(s.annotations, "pool")
     where = f" in pool {pool} at offset {ir.ann_get(s.annotations, 'offset')}" if pool is not None else ""
     return f"{s.arg}: {s.dtype}[{kind}] (allocation {s.name}{where})"
-

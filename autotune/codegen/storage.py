@@ -107,7 +107,13 @@ def allocate_storage(args: Sequence[StorageArg], plan: MemoryPlan | None = None)
     """Preallocate the storage of ``args``, inside the pools of ``plan`` if given."""
     if plan is None:
         arrays = tuple(
-            _pack(st, [aligned_empty(st.bank_elems * ir.dtype_bytes(st.dtype)).view(st.dtype) for _ in range(st.banks)])
+            _pack(
+                st,
+                [
+                    aligned_empty(st.bank_elems * ir.dtype_bytes(st.dtype)).view(st.dtype)
+                    for _ in range(st.banks)
+                ],
+            )
             for st in args
         )
         return Storage(tuple(args), arrays, {}, sum(st.nbytes for st in args))

@@ -37,47 +37,51 @@ class Expr(Node):
     __slots__ = ()
     dtype: str
 
+    def _other(self, other: ExprLike) -> Expr:
+        """``other`` as an expression; Python numbers take this expression's dtype."""
+        return const(other, self.dtype if self.dtype != BOOL else None)
+
     def __add__(self, other: ExprLike) -> Expr:
-        return Add(self, const(other))
+        return Add(self, self._other(other))
 
     def __radd__(self, other: ExprLike) -> Expr:
-        return Add(const(other), self)
+        return Add(self._other(other), self)
 
     def __sub__(self, other: ExprLike) -> Expr:
-        return Sub(self, const(other))
+        return Sub(self, self._other(other))
 
     def __rsub__(self, other: ExprLike) -> Expr:
-        return Sub(const(other), self)
+        return Sub(self._other(other), self)
 
     def __mul__(self, other: ExprLike) -> Expr:
-        return Mul(self, const(other))
+        return Mul(self, self._other(other))
 
     def __rmul__(self, other: ExprLike) -> Expr:
-        return Mul(const(other), self)
+        return Mul(self._other(other), self)
 
     def __truediv__(self, other: ExprLike) -> Expr:
-        return Div(self, const(other))
+        return Div(self, self._other(other))
 
     def __floordiv__(self, other: ExprLike) -> Expr:
-        return FloorDiv(self, const(other))
+        return FloorDiv(self, self._other(other))
 
     def __mod__(self, other: ExprLike) -> Expr:
-        return FloorMod(self, const(other))
+        return FloorMod(self, self._other(other))
 
     def __neg__(self) -> Expr:
         return Sub(const(0, self.dtype), self)
 
     def __lt__(self, other: ExprLike) -> Expr:
-        return LT(self, const(other))
+        return LT(self, self._other(other))
 
     def __le__(self, other: ExprLike) -> Expr:
-        return LE(self, const(other))
+        return LE(self, self._other(other))
 
     def __gt__(self, other: ExprLike) -> Expr:
-        return GT(self, const(other))
+        return GT(self, self._other(other))
 
     def __ge__(self, other: ExprLike) -> Expr:
-        return GE(self, const(other))
+        return GE(self, self._other(other))
 
 
 ExprLike = Union[Expr, int, float]  # noqa: UP007 (a runtime alias, evaluated on 3.10)

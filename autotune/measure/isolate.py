@@ -69,7 +69,10 @@ def measure_in_subprocess(
     receiver, sender = ctx.Pipe(duplex=False)
     kwargs = {"plan": plan, "warmup": warmup, "repeats": repeats, "check": check, "cache_dir": cache_dir}
     proc = ctx.Process(
-        target=_child, args=(sender, (func_lowered, refs, tuple(inputs)), kwargs), daemon=True, name="autotune-measure"
+        target=_child,
+        args=(sender, (func_lowered, refs, tuple(inputs)), kwargs),
+        daemon=True,
+        name="autotune-measure",
     )
     proc.start()
     sender.close()

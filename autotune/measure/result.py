@@ -62,16 +62,22 @@ class MeasureResult:
         for name in _TIMES:
             _check_number(name, getattr(self, name))
         if self.workspace_bytes is not None and (
-            isinstance(self.workspace_bytes, bool) or not isinstance(self.workspace_bytes, int) or self.workspace_bytes < 0
+            isinstance(self.workspace_bytes, bool)
+            or not isinstance(self.workspace_bytes, int)
+            or self.workspace_bytes < 0
         ):
-            raise MeasureError(f"MeasureResult: workspace_bytes must be an int >= 0, got {self.workspace_bytes!r}")
+            raise MeasureError(
+                f"MeasureResult: workspace_bytes must be an int >= 0, got {self.workspace_bytes!r}"
+            )
         self._check_status()
 
     def _check_status(self) -> None:
         timed = [getattr(self, name) is not None for name in _TIMES]
         if self.status == "ok":
             if not all(timed) or self.repeats < 1:
-                raise MeasureError("MeasureResult: an 'ok' result needs median_ms, min_ms, iqr_ms and repeats >= 1")
+                raise MeasureError(
+                    "MeasureResult: an 'ok' result needs median_ms, min_ms, iqr_ms and repeats >= 1"
+                )
             if self.min_ms > self.median_ms:  # type: ignore[operator]
                 raise MeasureError(f"MeasureResult: min_ms {self.min_ms} exceeds median_ms {self.median_ms}")
             if self.error:

@@ -28,7 +28,9 @@ Reference = Union[Callable[..., Any], Sequence[np.ndarray], Any]  # noqa: UP007 
 returning the outputs (a tuple or one array), or the reference outputs themselves."""
 
 
-def reference_outputs(workload_or_reference: Reference, inputs: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
+def reference_outputs(
+    workload_or_reference: Reference, inputs: Sequence[np.ndarray]
+) -> tuple[np.ndarray, ...]:
     """The expected outputs for ``inputs`` as a tuple of arrays."""
     ref = getattr(workload_or_reference, "reference", workload_or_reference)
     out = ref(*inputs) if callable(ref) else ref
@@ -42,7 +44,9 @@ def empty_outputs(func: ir.Func) -> tuple[np.ndarray, ...]:
     outs = []
     for buf in func.outputs:
         dtype = np.dtype(buf.dtype)
-        fill = np.nan if np.issubdtype(dtype, np.floating) else np.iinfo(dtype).min if dtype.kind in "iu" else 0
+        fill = (
+            np.nan if np.issubdtype(dtype, np.floating) else np.iinfo(dtype).min if dtype.kind in "iu" else 0
+        )
         outs.append(np.full(buf.const_shape(), fill, dtype=dtype))
     return tuple(outs)
 

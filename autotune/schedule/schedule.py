@@ -23,7 +23,7 @@ from ..errors import ScheduleError
 from . import trace as tr
 from .exprjson import callable_to_json
 from .primitives import PRIMITIVES
-from .tree import block_names, get_block, loop_path, loops_above, block_path
+from .tree import block_names, block_path, get_block, loop_path, loops_above
 
 
 @dataclass(frozen=True)

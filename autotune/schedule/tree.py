@@ -20,9 +20,7 @@ def _path_to(root: ir.Stmt, match: Any) -> list[ir.Stmt] | None:
     children: tuple[Any, ...] = ()
     if isinstance(root, ir.SeqStmt):
         children = root.seq
-    elif isinstance(root, (ir.For, ir.Allocate, ir.DeclBuffer)):
-        children = (root.body,)
-    elif isinstance(root, ir.Block):
+    elif isinstance(root, (ir.For, ir.Allocate, ir.DeclBuffer, ir.Block)):
         children = (root.body,)
     elif isinstance(root, ir.IfThenElse):
         children = (root.then_case,) + ((root.else_case,) if root.else_case is not None else ())

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -127,8 +128,9 @@ def compute(shape: Sequence[int], fcompute: Callable[..., ExprLike], name: str =
     return _register(Tensor(buffer, axes, body, inputs))
 
 
-# Tensors are found again from their buffers when a body is walked.
-_TENSOR_OF: dict[ir.Buffer, Tensor] = {}
+# Tensors are found again from their buffers when a body is walked; a tensor lives
+# as long as the graph that uses it (its consumers hold it in ``inputs``).
+_TENSOR_OF: weakref.WeakValueDictionary[ir.Buffer, Tensor] = weakref.WeakValueDictionary()
 
 
 def _register(t: Tensor) -> Tensor:

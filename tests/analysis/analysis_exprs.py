@@ -16,7 +16,12 @@ from autotune import ir
 from autotune.analysis import Interval
 
 X, Y, Z, W = ir.Var("x"), ir.Var("y"), ir.Var("z"), ir.Var("w")
-BOUNDS: dict[ir.Var, Interval] = {X: Interval(-8, 8), Y: Interval(0, 15), Z: Interval(1, 6), W: Interval(-3, 3)}
+BOUNDS: dict[ir.Var, Interval] = {
+    X: Interval(-8, 8),
+    Y: Interval(0, 15),
+    Z: Interval(1, 6),
+    W: Interval(-3, 3),
+}
 _DIVISORS = (-5, -4, -3, -2, -1, 1, 2, 3, 4, 5, 8)
 _CMPS = (ir.LT, ir.LE, ir.GT, ir.GE, ir.EQ, ir.NE)
 
@@ -42,7 +47,9 @@ def random_int(rng: random.Random, depth: int) -> ir.Expr:
     if kind == 7:
         return ir.Select(random_bool(rng, depth - 1), a, random_int(rng, depth - 1))
     if kind == 8:  # float math as in a resize index
-        scaled = ir.Add(ir.Mul(ir.Cast("float32", a), ir.FloatImm(rng.choice((0.5, 2.0, 1.25)))), ir.FloatImm(0.25))
+        scaled = ir.Add(
+            ir.Mul(ir.Cast("float32", a), ir.FloatImm(rng.choice((0.5, 2.0, 1.25)))), ir.FloatImm(0.25)
+        )
         return ir.Cast("int32", ir.Call("float32", "floor", (scaled,)))
     if kind == 9:  # a constant float subtree
         value = ir.Mul(ir.FloatImm(rng.choice((1.5, -2.25, 3.0))), ir.FloatImm(rng.choice((0.5, 4.0))))
@@ -58,7 +65,9 @@ def random_bool(rng: random.Random, depth: int) -> ir.Expr:
     if kind <= 2:
         return rng.choice(_CMPS)(random_int(rng, depth - 1), random_int(rng, depth - 1))
     if kind == 3:
-        return (ir.And if rng.random() < 0.5 else ir.Or)(random_bool(rng, depth - 1), random_bool(rng, depth - 1))
+        return (ir.And if rng.random() < 0.5 else ir.Or)(
+            random_bool(rng, depth - 1), random_bool(rng, depth - 1)
+        )
     return ir.Not(random_bool(rng, depth - 1))
 
 

@@ -115,10 +115,16 @@ def banked(n: int = 32) -> tuple[ir.Func, Reference]:
     out = ir.decl_buffer("O", (n,))
     tile = ir.decl_buffer("T", (2, half), axis_separators=(1,))
     i, k = ir.Var("i"), ir.Var("k")
-    fill = ir.For(i, ir.const(0), ir.const(n), "serial", ir.BufferStore(tile, a[i] * 2.0, (i // half, i % half)))
+    fill = ir.For(
+        i, ir.const(0), ir.const(n), "serial", ir.BufferStore(tile, a[i] * 2.0, (i // half, i % half))
+    )
     bank = (k // half + 1) % 2
-    use = ir.For(k, ir.const(0), ir.const(n), "vectorized", ir.BufferStore(out, tile[bank, k % half] + 1.0, (k,)))
-    body = ir.Allocate(tile.data, "float32", (ir.const(2), ir.const(half)), ir.DeclBuffer(tile, ir.seq(fill, use)))
+    use = ir.For(
+        k, ir.const(0), ir.const(n), "vectorized", ir.BufferStore(out, tile[bank, k % half] + 1.0, (k,))
+    )
+    body = ir.Allocate(
+        tile.data, "float32", (ir.const(2), ir.const(half)), ir.DeclBuffer(tile, ir.seq(fill, use))
+    )
     func = ir.Func("banked", (a, out), body)
 
     def reference(x: np.ndarray) -> tuple[np.ndarray, ...]:

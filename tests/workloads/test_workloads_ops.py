@@ -158,7 +158,8 @@ def test_padding_guards_only_the_sides_a_window_crosses() -> None:
     func, _, _ = build("conv2d_nhwc")
     text = str(block(func, "conv").body)
     assert (
-        "T.Select(v_y * 2 + v_rh - 1 >= 0 and v_x * 2 + v_rw - 1 >= 0 and v_x * 2 + v_rw - 1 < 5, data[" in text
+        "T.Select(v_y * 2 + v_rh - 1 >= 0 and v_x * 2 + v_rw - 1 >= 0 and v_x * 2 + v_rw - 1 < 5, data["
+        in text
     )
     assert "v_y * 2 + v_rh - 1 < 6" not in text
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 from math import prod
 
@@ -98,7 +99,7 @@ def _chain(func: ir.Func, loops: tuple[str, ...], primitive: str) -> list[ir.For
     lo = min(names.index(n) for n in loops)
     hi = max(names.index(n) for n in loops)
     chain = fors[lo : hi + 1]
-    for outer, inner in zip(chain, chain[1:]):
+    for outer, inner in itertools.pairwise(chain):
         if outer.body is not inner:
             raise ScheduleError(primitive, f"loop '{outer.loop_var.name}' has statements besides loop '{inner.loop_var.name}'")
     return chain

@@ -1,0 +1,140 @@
+"""Layout primitive: transform_layout, with axis separators (TVM's ``te.AXIS_SEPARATOR``).
+
+The index map is the JSON form of :mod:`autotune.schedule.exprjson`: one entry
+per new dimension, an index expression over the buffer's original indices
+(``["v", k]``), or the string ``"|"`` between two entries to start a new
+physical axis. The new shape is the image of the map over the old shape
+(interval analysis), so ``[i // 4096, "|", i % 4096]`` on ``[8192]`` gives
+``[2, 4096]`` with ``axis_separators=[1]``: two physical banks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from math import prod
+from typing import Any
+
+from ... import ir
+from ...analysis.arith import Analyzer
+from ...analysis.interval import Interval
+from ...errors import ScheduleError
+from ..exprjson import AXIS_SEPARATOR, expr_from_json
+from ..regions import EXPLICIT, refresh_regions
+from ..tree import allocating_block, root_block
+from .memory import find_buffer
+
+Result = tuple[ir.Func, tuple[str, ...]]
+P = "transform_layout"
+
+
+def _parse(index_map: Sequence[Any], buf: ir.Buffer) -> tuple[list[ir.Var], list[ir.Expr], tuple[int, ...]]:
+    """The map's variables, its index expressions and the separator positions."""
+    if not isinstance(index_map, (list, tuple)) or not index_map:
+        raise ScheduleError(P, f"index_map of '{buf.name}' must be a non-empty list, got {index_map!r}")
+    variables = [ir.Var(f"i{k}") for k in range(buf.ndim)]
+    exprs: list[ir.Expr] = []
+    seps: list[int] = []
+    for entry in index_map:
+        if isinstance(entry, str):
+            if entry != AXIS_SEPARATOR:
+                raise ScheduleError(P, f"unknown string {entry!r} in the index map of '{buf.name}' (the axis separator is {AXIS_SEPARATOR!r})")
+            if not exprs:
+                raise ScheduleError(P, f"the index map of '{buf.name}' starts with an axis separator")
+            if seps and seps[-1] == len(exprs):
+                raise ScheduleError(P, f"the index map of '{buf.name}' repeats an axis separator")
+            seps.append(len(exprs))
+        else:
+            exprs.append(expr_from_json(entry, variables, P))
+    if not exprs or (seps and seps[-1] == len(exprs)):
+        raise ScheduleError(P, f"the index map of '{buf.name}' ends with an axis separator")
+    return variables, exprs, tuple(seps)
+
+
+def _image_shape(variables: list[ir.Var], exprs: list[ir.Expr], buf: ir.Buffer) -> tuple[int, ...]:
+    """One extent per new index: one past its largest value over the old shape."""
+    try:
+        old = buf.const_shape()
+    except ValueError:
+        raise ScheduleError(P, f"buffer '{buf.name}' has a symbolic shape") from None
+    an = Analyzer({v: Interval(0, d - 1) for v, d in zip(variables, old)})
+    shape = []
+    for k, e in enumerate(exprs):
+        box = an.interval(an.simplify(e))
+        if box.lo is None or box.hi is None or box.lo < 0:
+            raise ScheduleError(P, f"index {k} of the map of '{buf.name}' ({e}) takes values in {box}, it must stay in [0, n)")
+        shape.append(box.hi + 1)
+    if prod(shape) < prod(old):
+        raise ScheduleError(
+            P, f"index map is not bijective on '{buf.name}': shape {list(old)} ({prod(old)} elements) maps into {shape} ({prod(shape)})"
+        )
+    return tuple(shape)
+
+
+class _Relayout(ir.Transformer):
+    """Replace ``old`` by ``new``, every access ``old[idx]`` by ``new[map(idx)]`` (simplified in its loops)."""
+
+    def __init__(self, old: ir.Buffer, new: ir.Buffer, variables: list[ir.Var], exprs: list[ir.Expr]) -> None:
+        self.old, self.new, self.variables, self.exprs = old, new, variables, exprs
+        self.an = Analyzer()
+
+    def visit(self, node: Any) -> Any:
+        if isinstance(node, ir.Expr) and not ir.collect(node, ir.BufferLoad):
+            return node
+        return super().visit(node)
+
+    def _map(self, indices: tuple[ir.Expr, ...]) -> tuple[ir.Expr, ...]:
+        vmap = dict(zip(self.variables, indices))
+        return tuple(self.an.simplify(ir.substitute(e, vmap)) for e in self.exprs)
+
+    def visit_For(self, s: ir.For) -> ir.Stmt:
+        with self.an.scoped():
+            self.an.bind(s.loop_var, ir.Range(s.min, s.extent))
+            return self.generic_visit(s)  # type: ignore[no-any-return]
+
+    def visit_Block(self, b: ir.Block) -> ir.Stmt:
+        with self.an.scoped():
+            for iv in b.iter_vars:
+                self.an.bind(iv.var, iv.dom)
+            out = self.generic_visit(b)
+        touched = any(r.buffer is self.old for r in (*b.reads, *b.writes))
+        return refresh_regions(out) if touched else out  # type: ignore[no-any-return]
+
+    def visit_BufferLoad(self, ld: ir.BufferLoad) -> ir.Expr:
+        out = self.generic_visit(ld)
+        return ir.BufferLoad(self.new, self._map(out.indices)) if ld.buffer is self.old else out  # type: ignore[no-any-return]
+
+    def visit_BufferStore(self, st: ir.BufferStore) -> ir.Stmt:
+        out = self.generic_visit(st)
+        return ir.BufferStore(self.new, out.value, self._map(out.indices)) if st.buffer is self.old else out  # type: ignore[no-any-return]
+
+    def visit_buffer(self, buffer: ir.Buffer) -> ir.Buffer:
+        return self.new if buffer is self.old else buffer
+
+
+def _check_no_explicit(func: ir.Func, buf: ir.Buffer) -> None:
+    for b in ir.collect(func.body, ir.Block):
+        for access, key in EXPLICIT.items():
+            regions = b.reads if access == "read" else b.writes
+            marked = ir.ann_get(b.annotations, key, ())
+            if any(i < len(regions) and regions[i].buffer is buf for i in marked):
+                raise ScheduleError(
+                    P, f"block '{b.name}' has an explicit {access} region of '{buf.name}' (annotate_buffer_access); transform the layout first"
+                )
+
+
+def transform_layout(func: ir.Func, block: str, buffer: str, index_map: Sequence[Any]) -> Result:
+    """Lay intermediate ``buffer`` (accessed by ``block``) out through ``index_map``.
+
+    ``A_global[8192]`` with ``[i // 4096, "|", i % 4096]`` becomes
+    ``A_global[2, 4096]`` with ``axis_separators=[1]``, and every
+    ``A_global[v]`` becomes ``A_global[v // 4096, v % 4096]``.
+    """
+    root_block(func)
+    buf = find_buffer(func, block, buffer, P)
+    if allocating_block(func, buf) is None:
+        raise ScheduleError(P, f"'{buf.name}' is a function parameter; only intermediate buffers can change layout")
+    variables, exprs, seps = _parse(index_map, buf)
+    shape = _image_shape(variables, exprs, buf)
+    _check_no_explicit(func, buf)
+    new = buf.with_(shape=tuple(ir.const(d) for d in shape), axis_separators=seps, data=ir.Var(f"{buf.name}_data", "handle"))
+    return _Relayout(buf, new, variables, exprs).visit(func), ()

@@ -1,0 +1,51 @@
+"""configure_numba_env: 512-bit vectors on AVX-512 hosts unless told otherwise."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from autotune.codegen import target
+
+AVX512 = "+64bit,+avx,+avx2,+avx512f,+avx512bw,+prefer-256-bit"
+AVX2 = "+64bit,+avx,+avx2,-avx512f"
+
+
+@pytest.fixture
+def fresh(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """No NUMBA_CPU_FEATURES, no width setting, numba not (yet) imported; all restored afterwards."""
+    monkeypatch.delenv("NUMBA_CPU_FEATURES", raising=False)
+    monkeypatch.delenv(target.VECTOR_WIDTH_ENV, raising=False)
+    monkeypatch.delitem(sys.modules, "numba", raising=False)
+    return monkeypatch
+
+
+def test_sets_512_bit_features_on_avx512_host(fresh: pytest.MonkeyPatch) -> None:
+    fresh.setattr(target, "_host_features", lambda: AVX512)
+    features = target.configure_numba_env()
+    assert features == "+64bit,+avx,+avx2,+avx512f,+avx512bw,-prefer-256-bit"
+    import os
+
+    assert os.environ["NUMBA_CPU_FEATURES"] == features
+    assert target.vector_width() == 512
+
+
+def test_leaves_env_alone(fresh: pytest.MonkeyPatch) -> None:
+    fresh.setattr(target, "_host_features", lambda: AVX2)
+    assert target.configure_numba_env() is None  # no avx512f
+    assert target.vector_width() == 256
+    fresh.setattr(target, "_host_features", lambda: AVX512)
+    fresh.setenv(target.VECTOR_WIDTH_ENV, "256")
+    assert target.configure_numba_env() is None
+    fresh.delenv(target.VECTOR_WIDTH_ENV)
+    fresh.setenv("NUMBA_CPU_FEATURES", "+avx2")
+    assert target.configure_numba_env() is None
+    fresh.delenv("NUMBA_CPU_FEATURES")
+    fresh.setitem(sys.modules, "numba", sys)  # numba already imported: too late
+    assert target.configure_numba_env() is None
+
+
+def test_host_features_come_from_llvmlite() -> None:
+    features = target._host_features()
+    assert features.startswith(("+", "-")) and "," in features
