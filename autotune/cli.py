@@ -222,18 +222,22 @@ def _report_failure(wl: workloads.Workload, result: MeasureResult) -> None:
 
 
 def _print_check(wl: workloads.Workload, lowered: Lowered, result: MeasureResult, show_plan: bool) -> None:
-    workspace = lowered.plan.total_peak
-    print(f"{_title(wl)}: {result.status}")
-    print(f"  max abs error  {_err(result.max_abs_err)}")
-    print(f"  workspace      {format_size(workspace)} (plan total peak)")
+    runs = f"{result.repeats} run{'s' * (result.repeats != 1)}"
+    lines = [
+        ("max abs error", _err(result.max_abs_err)),
+        ("workspace peak", format_size(lowered.plan.total_peak)),
+        ("latency", "-"),
+        ("compile", "-" if result.compile_s is None else f"{result.compile_s:.2f} s"),
+    ]
     if result.ok:
-        print(
-            f"  latency        median {_ms(result.median_ms)} ms, min {_ms(result.min_ms)} ms, "
-            f"IQR {_ms(result.iqr_ms)} ms ({result.repeats} run{'s' * (result.repeats != 1)}, "
-            f"{_gflops(wl, result)} GFLOP/s)"
+        lines[2] = (
+            "latency",
+            f"median {_ms(result.median_ms)} ms, min {_ms(result.min_ms)} ms, IQR {_ms(result.iqr_ms)} ms "
+            f"({runs}, {_gflops(wl, result)} GFLOP/s)",
         )
-    compile_s = "-" if result.compile_s is None else f"{result.compile_s:.2f} s"
-    print(f"  compile        {compile_s}")
+    print(f"{_title(wl)}: {result.status}")
+    for label, value in lines:
+        print(f"  {label:<16}{value}")
     if show_plan:
         print(lowered.plan.summary())
 

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from autotune import workloads
+from autotune import cli, workloads
 from autotune.cli import _auto_runs, main, parse_param, parse_params
 from autotune.errors import ConfigError, ScheduleError
+from autotune.measure import MeasureResult
 from autotune.schedule import Schedule
 
 SMALL = ["pool_chain", "--param", "height=10", "--param", "width=9", "--param", "channels=2"]
@@ -189,3 +190,14 @@ def test_python_dash_m_runs_the_command() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("@T.prim_func")
+
+
+def test_kernel_that_cannot_be_built_exits_1(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    failed = MeasureResult.failure("error", "kernel pool_chain: numba failed to compile k.py:\nTypingError")
+    monkeypatch.setattr(cli, "measure", lambda *a, **k: failed)
+    code, out, err = run(capsys, "check", *SMALL)
+    assert code == 1
+    assert out.startswith("pool_chain(height=10, width=9, channels=2): error\n")
+    assert err == "autotune: pool_chain: the kernel could not be built:\n" + failed.error + "\n"

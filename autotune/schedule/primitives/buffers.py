@@ -17,7 +17,7 @@ from ...errors import ScheduleError
 from ...te import FULL_REGION_ANNOTATION
 from ..exprjson import expr_from_json
 from ..regions import EXPLICIT
-from ..tree import block_path, replace_stmt
+from ..tree import block_path, readers_of, replace_stmt
 from .compute_at import scope_root
 
 Result = tuple[ir.Func, tuple[str, ...]]
@@ -137,7 +137,14 @@ def double_buffer(func: ir.Func, block: str) -> Result:
     Applies to a staging block computed at a loop (``cache_read`` + ``compute_at``).
     """
     blk, loop = _computed_at_loop(func, block, "double_buffer")
-    _intermediate(func, blk, 0, "double_buffer")
+    buf = _intermediate(func, blk, 0, "double_buffer")
+    writers = [b.name for b in ir.collect(func.body, ir.Block) if any(w.buffer is buf for w in b.writes)]
+    if writers != [blk.name]:
+        raise ScheduleError("double_buffer", f"'{buf.name}' has other writers besides '{block}': {[w for w in writers if w != blk.name]}")
+    inside = {b.name for b in ir.collect(loop, ir.Block)}
+    outside = [b.name for b in readers_of(func, buf) if b.name not in inside]
+    if outside:
+        raise ScheduleError("double_buffer", f"'{buf.name}' is read outside loop '{loop.loop_var.name}' by {outside}")
     if loop.kind == ir.ForKind.PARALLEL:
         raise ScheduleError("double_buffer", f"loop '{loop.loop_var.name}' is parallel")
     if ir.ann_get(blk.annotations, ROLLING) is not None:
