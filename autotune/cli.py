@@ -20,6 +20,7 @@ exception is a bug and propagates.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -77,7 +78,7 @@ def _func(args: argparse.Namespace, wl: workloads.Workload) -> ir.Func:
         steps = load_trace(args.trace)
     except OSError as exc:
         raise ConfigError(f"--trace: cannot read {args.trace}: {exc.strerror or exc}") from None
-    except ValueError as exc:  # json.JSONDecodeError: load_trace does not wrap it
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # load_trace does not wrap these
         raise ConfigError(f"--trace: {args.trace} is not valid JSON: {exc}") from None
     return Schedule.replay(wl.func, steps).func
 
@@ -253,9 +254,8 @@ def _check_one(args: argparse.Namespace) -> int:
     return _status_exit(result)
 
 
-_ALL_HEADERS = (
-    "workload",
-    "status",
+_ALL_HEADERS = [
+    "workload status",
     "max err",
     "workspace",
     "median ms",
@@ -264,31 +264,30 @@ _ALL_HEADERS = (
     "runs",
     "GFLOP/s",
     "compile s",
-)
+]
+_ALL_HEADERS[:1] = ["workload", "status"]
 
 
-def _all_row(
-    name: str,
-    wl: workloads.Workload | None,
-    lowered: Lowered | None,
-    result: MeasureResult | None,
-    status: str,
-) -> list[str]:
-    if wl is None or lowered is None or result is None:
-        return [name, status, *["-"] * (len(_ALL_HEADERS) - 2)]
+def _all_row(wl: workloads.Workload, lowered: Lowered, result: MeasureResult) -> list[str]:
     compile_s = "-" if result.compile_s is None else f"{result.compile_s:.2f}"
     return [
-        name, result.status, _err(result.max_abs_err), _short_size(lowered.plan.total_peak),
+        wl.name, result.status, _err(result.max_abs_err), _short_size(lowered.plan.total_peak),
         _ms(result.median_ms), _ms(result.min_ms), _ms(result.iqr_ms),
         str(result.repeats) if result.ok else "-", _gflops(wl, result), compile_s,
     ]  # fmt: skip
 
 
 def _check_all(args: argparse.Namespace) -> int:
-    """Check every built-in workload at its default size; one table, a row printed as each finishes."""
+    """Check every built-in workload at its default size; one table, a row printed as each finishes.
+
+    A workload that cannot be lowered (pools too small: status ``infeasible``)
+    is reported on stderr and the others are still checked; the exit status is then 2.
+    """
     if args.param or args.trace is not None or args.draw is not None:
         raise ConfigError("check --all takes no --param, --trace or --draw (they belong to one workload)")
-    widths = [max(len(n) for n in workloads.names()), 7, 8, 10, 10, 9, 8, 4, 8, 9]
+    _pools(args)  # bad flags give one error, not one per workload
+    get_planner(args.planner)
+    widths = [max(len(n) for n in workloads.names()), 10, 8, 10, 10, 9, 8, 4, 8, 9]
     right = [False, False, *[True] * 8]
 
     def line(cells: Sequence[str]) -> str:
@@ -300,15 +299,15 @@ def _check_all(args: argparse.Namespace) -> int:
         wl = workloads.get(name)
         try:
             lowered = _lower(args, wl.func)
-        except AutotuneError as exc:  # e.g. the pools are too small for this one: say so, go on
+        except AutotuneError as exc:
             print(f"autotune: error: {name}: {exc}", file=sys.stderr)
-            kind = "nofit" if isinstance(exc, PoolOverflowError) else "error"
-            print(line(_all_row(name, None, None, None, kind)), flush=True)
+            kind = "infeasible" if isinstance(exc, PoolOverflowError) else "error"
+            print(line([name, kind, *["-"] * (len(widths) - 2)]), flush=True)
             status = EXIT_USAGE
             continue
         result = check_lowered(wl, lowered, args.seed, args.warmup, args.repeats)
         _report_failure(wl, result)
-        print(line(_all_row(name, wl, lowered, result, result.status)), flush=True)
+        print(line(_all_row(wl, lowered, result)), flush=True)
         status = max(status, _status_exit(result))
     return status
 

@@ -28,8 +28,9 @@ from typing import Any
 from .. import ir
 from ..analysis.arith import simplify
 from ..errors import LoweringError
+from ..ir.names import fresh_name
 from ..schedule.regions import refresh_regions
-from ..schedule.tree import all_names, allocating_block, fresh_name, replace_stmt
+from ..schedule.tree import all_names, allocating_block, replace_stmt
 
 DOUBLE = "double_buffer"
 

@@ -1,4 +1,4 @@
-"""Finding and replacing blocks and loops inside a function; fresh names.
+"""Finding and replacing blocks and loops inside a function.
 
 Blocks are addressed by their unique name, loops by the unique name of their
 loop variable (the schedule keeps both unique).
@@ -77,16 +77,6 @@ def all_names(func: ir.Func) -> set[str]:
         names |= {b.name for b in blk.alloc_buffers}
         names |= {iv.var.name for iv in blk.iter_vars}
     return names
-
-
-def fresh_name(taken: set[str], base: str) -> str:
-    """``base`` or ``base_1``, ``base_2``... whichever is not taken; the result is added to ``taken``."""
-    name, n = base, 0
-    while name in taken:
-        n += 1
-        name = f"{base}_{n}"
-    taken.add(name)
-    return name
 
 
 class _Replace(ir.Transformer):

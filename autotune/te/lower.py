@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from .. import ir
 from ..analysis.region import block_access_regions
+from ..ir.names import fresh_name
 from .tensor import Reduce, ReduceAxis, Tensor
 
 FULL_REGION_ANNOTATION = "autotune.full_region"
@@ -50,24 +51,15 @@ def topo_order(outputs: Sequence[Tensor]) -> list[Tensor]:
     return order
 
 
-def _fresh(taken: set[str], base: str) -> str:
-    name, n = base, 0
-    while name in taken:
-        n += 1
-        name = f"{base}_{n}"
-    taken.add(name)
-    return name
-
-
 def lower_stage(t: Tensor, taken: set[str] | None = None) -> ir.Stmt:
     """The loop nest and block of one compute stage; loop and iter var names avoid ``taken``."""
     assert t.body is not None
     taken = set() if taken is None else taken
     reduce_axes: tuple[ReduceAxis, ...] = t.body.axes if isinstance(t.body, Reduce) else ()
-    loops = [ir.Var(_fresh(taken, a.name)) for a in (*t.axes, *reduce_axes)]
-    spatial = [ir.IterVar(ir.Var(_fresh(taken, "v_" + v.name)), ir.Range.of(0, d), "spatial") for v, d in zip(loops, t.shape)]
+    loops = [ir.Var(fresh_name(taken, a.name)) for a in (*t.axes, *reduce_axes)]
+    spatial = [ir.IterVar(ir.Var(fresh_name(taken, "v_" + v.name)), ir.Range.of(0, d), "spatial") for v, d in zip(loops, t.shape)]
     reduce = [
-        ir.IterVar(ir.Var(_fresh(taken, "v_" + v.name)), ir.Range.of(a.lo, a.extent), "reduce")
+        ir.IterVar(ir.Var(fresh_name(taken, "v_" + v.name)), ir.Range.of(a.lo, a.extent), "reduce")
         for v, a in zip(loops[len(t.axes) :], reduce_axes)
     ]
     iter_vars = spatial + reduce

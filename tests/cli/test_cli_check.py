@@ -93,6 +93,9 @@ def test_check_all_pools_too_small_go_on_and_exit_2(capsys: pytest.CaptureFixtur
     code = cli.main(["check", "--all", "--pools", "dtcm=64B"])
     out, err = capsys.readouterr()
     assert code == 2
-    assert [r.split()[:2] for r in out.splitlines()[1:]] == [["bottleneck", "nofit"], ["pool_chain", "nofit"]]
+    assert [r.split()[:2] for r in out.splitlines()[1:]] == [
+        ["bottleneck", "infeasible"],
+        ["pool_chain", "infeasible"],
+    ]
     assert err.count("autotune: error: ") == 2
     assert "autotune: error: pool_chain: allocation 'pool1' (448 bytes) does not fit pool 'dtcm'" in err

@@ -14,8 +14,9 @@ from typing import Any
 
 from ... import ir
 from ...errors import ScheduleError
+from ...ir.names import fresh_name
 from ..regions import refresh_regions
-from ..tree import all_names, fresh_name, get_block, root_block, writers_of
+from ..tree import all_names, get_block, root_block, writers_of
 
 Result = tuple[ir.Func, tuple[str, ...]]
 

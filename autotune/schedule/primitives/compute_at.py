@@ -9,8 +9,9 @@ from ...analysis.arith import Analyzer, simplify
 from ...analysis.interval import Interval
 from ...analysis.region import relax_region, substitute_bindings, union_regions
 from ...errors import ScheduleError
+from ...ir.names import fresh_name
 from ..regions import refresh_regions
-from ..tree import all_names, block_path, fresh_name, loop_path, readers_of, replace_stmt, root_block
+from ..tree import all_names, block_path, loop_path, readers_of, replace_stmt, root_block
 
 Result = tuple[ir.Func, tuple[str, ...]]
 

@@ -9,7 +9,8 @@ from math import prod
 from ... import ir
 from ...analysis.arith import simplify
 from ...errors import ScheduleError
-from ..tree import all_names, blocks_under, fresh_name, loop_path, replace_stmt
+from ...ir.names import fresh_name
+from ..tree import all_names, blocks_under, loop_path, replace_stmt
 
 Result = tuple[ir.Func, tuple[str, ...]]
 
