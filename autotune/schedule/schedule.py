@@ -21,6 +21,7 @@ from typing import Any
 from .. import ir
 from ..errors import ScheduleError
 from . import trace as tr
+from .args import check_args
 from .exprjson import callable_to_json
 from .primitives import PRIMITIVES
 from .tree import block_names, block_path, get_block, loop_path, loops_above
@@ -64,12 +65,8 @@ class Schedule:
         if fn is None:
             raise ScheduleError(op, f"unknown primitive (known: {', '.join(sorted(PRIMITIVES))})")
         kwargs = {k: v for k, v in kwargs.items() if v is not None}
-        try:
-            func, outputs = fn(self.func, **kwargs)
-        except TypeError as e:
-            if "argument" not in str(e):
-                raise
-            raise ScheduleError(op, f"bad arguments {sorted(kwargs)}: {e}") from None
+        check_args(op, fn, kwargs)
+        func, outputs = fn(self.func, **kwargs)
         step = tr.make_step(op, tuple(outputs), **kwargs)
         return Schedule(func, self.original, (*self.trace, step), tuple(outputs))
 
