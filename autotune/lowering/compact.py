@@ -18,6 +18,7 @@ from .. import ir
 from ..analysis.arith import simplify
 from ..analysis.region import relax_region, substitute_bindings, union_regions
 from ..schedule.tree import allocating_block, block_path, loop_path, replace_stmt
+from .blocks import POOLS_ANNOTATION
 from .rolling import ALLOC_OUTSIDE
 
 
@@ -95,19 +96,30 @@ class _Rewrite(ir.Transformer):
 
 
 def _place(func: ir.Func, owner: ir.Block, buf: ir.Buffer, site: ir.For | None) -> ir.Func:
-    """Move the allocation of ``buf`` from ``owner`` to an allocation block around ``site``'s body."""
-    func = replace_stmt(func, owner, replace(owner, alloc_buffers=tuple(a for a in owner.alloc_buffers if a is not buf)))
+    """Move the allocation of ``buf`` (and its candidate pools) from ``owner`` to an allocation block around ``site``'s body."""
+    pools = dict(ir.ann_get(owner.annotations, POOLS_ANNOTATION, ()))
+    candidates = pools.pop(buf.name, None)
+    ann = ir.ann_set(owner.annotations, POOLS_ANNOTATION, tuple(sorted(pools.items())) or None)
+    func = replace_stmt(func, owner, replace(owner, alloc_buffers=tuple(a for a in owner.alloc_buffers if a is not buf), annotations=ann))
     if site is None:
         root = func.body
         assert isinstance(root, ir.Block)
-        return replace(func, body=replace(root, alloc_buffers=(*root.alloc_buffers, buf)))
+        return replace(func, body=_with_alloc(root, buf, candidates))
     site = next(f for f in ir.collect(func.body, ir.For) if f.loop_var is site.loop_var)
     body = site.body
-    if isinstance(body, ir.Block) and body.name.startswith("alloc_") and not body.iter_vars:
-        new_body: ir.Stmt = replace(body, alloc_buffers=(*body.alloc_buffers, buf))
-    else:
-        new_body = ir.Block(f"alloc_{buf.name}", (), (), body, alloc_buffers=(buf,))
-    return replace_stmt(func, site, replace(site, body=new_body))
+    if not (isinstance(body, ir.Block) and body.name.startswith("alloc_") and not body.iter_vars):
+        body = ir.Block(f"alloc_{buf.name}", (), (), body)
+    return replace_stmt(func, site, replace(site, body=_with_alloc(body, buf, candidates)))
+
+
+def _with_alloc(block: ir.Block, buf: ir.Buffer, candidates: tuple[str, ...] | None) -> ir.Block:
+    """``block`` also allocating ``buf``, with ``candidates`` as its ``candidate_memory_pools`` if given."""
+    ann = block.annotations
+    if candidates is not None:
+        pools = dict(ir.ann_get(ann, POOLS_ANNOTATION, ()))
+        pools[buf.name] = candidates
+        ann = ir.ann_set(ann, POOLS_ANNOTATION, tuple(sorted(pools.items())))
+    return replace(block, alloc_buffers=(*block.alloc_buffers, buf), annotations=ann)
 
 
 def compact_one(func: ir.Func, buf: ir.Buffer) -> ir.Func:

@@ -183,3 +183,20 @@ def test_reverse_compute_at(run_func, golden):
     rev = Schedule(func).reverse_compute_inline("C")
     golden("schedule/reverse_compute_inline", str(rev.func))
     run_func(W(), rev.func)
+
+
+def test_compute_inline_resize_into_conv(golden, run_func):
+    rc = workloads.get("resize_conv", channels=2, height=16, width=12)
+    sch = Schedule(rc.func).compute_inline("resize")
+    golden("schedule/compute_inline_resize_conv", str(sch.func))
+    assert str(Schedule.replay(rc.func, sch.trace).func) == str(sch.func)
+    lowered = run_func(rc, sch.func)
+    assert "resize" not in allocations(lowered.func)
+
+
+def test_loop_kinds_on_pool_chain(pool, run_func):
+    sch = Schedule(pool.func)
+    n, y, x, c, rh, rw = sch.get_loops("pool2")
+    sch = sch.fuse(y, x).unroll(rw).vectorize(c)
+    sch = sch.reorder(sch.get_loops("pool2")[1], sch.get_loops("pool2")[2])
+    run_func(pool, sch.parallel(sch.get_loops("pool2")[1]).func)
