@@ -196,7 +196,7 @@ def test_compute_inline_resize_into_conv(golden, run_func):
 
 def test_loop_kinds_on_pool_chain(pool, run_func):
     sch = Schedule(pool.func)
-    n, y, x, c, rh, rw = sch.get_loops("pool2")
+    _n, y, x, c, _rh, rw = sch.get_loops("pool2")
     sch = sch.fuse(y, x).unroll(rw).vectorize(c)
     sch = sch.reorder(sch.get_loops("pool2")[1], sch.get_loops("pool2")[2])
     run_func(pool, sch.parallel(sch.get_loops("pool2")[1]).func)
