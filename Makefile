@@ -31,7 +31,7 @@ lint: install
 	$(VENV)/bin/ruff check autotune tests
 	-$(VENV)/bin/mypy autotune
 
-# List the chains, then check each one at its default size against numpy (about 25 s; see README "Usage").
+# List the chains, then check each one at its default size against numpy (12-25 s; see README "Usage").
 run: install
 	$(VENV)/bin/autotune workloads
 	$(VENV)/bin/autotune check --all

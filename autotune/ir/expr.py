@@ -251,6 +251,10 @@ class BufferLoad(Expr):
     buffer: Buffer
     indices: tuple[Expr, ...]
 
+    def __post_init__(self) -> None:
+        if not all(isinstance(i, Expr) for i in self.indices):
+            object.__setattr__(self, "indices", tuple(const(i) for i in self.indices))
+
     @property
     def dtype(self) -> str:  # type: ignore[override]
         return self.buffer.dtype

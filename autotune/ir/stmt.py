@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .buffer import Buffer, BufferRegion, Range
-from .expr import BOOL, Expr, IntImm, Node, Var
+from .expr import BOOL, Expr, IntImm, Node, Var, const
 
 Annotations = tuple[tuple[str, Any], ...]
 """An annotation map kept as a key-sorted tuple of pairs, so nodes stay hashable."""
@@ -38,6 +38,10 @@ class BufferStore(Stmt):
     buffer: Buffer
     value: Expr
     indices: tuple[Expr, ...]
+
+    def __post_init__(self) -> None:
+        if not all(isinstance(i, Expr) for i in self.indices):
+            object.__setattr__(self, "indices", tuple(const(i) for i in self.indices))
 
 
 @dataclass(frozen=True, slots=True)

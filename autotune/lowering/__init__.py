@@ -11,6 +11,7 @@
 - ``flatten_buffers``: every intermediate becomes 1-d, or N-d by its axis separators;
   parameters keep their logical shapes, flat aliases are declared inside;
 - ``simplify``: arithmetic simplification of every expression;
+- ``hoist_guards``: reduction inits and tile predicates leave the loops they do not depend on;
 - ``plan_memory``: a pool and an offset for every allocation (``autotune.memory``).
 """
 
@@ -23,6 +24,7 @@ from .blocks import lower_blocks
 from .compact import compact_buffers
 from .double_buffer import inject_double_buffer
 from .flatten import flatten_buffers
+from .hoist import hoist_guards
 from .pipeline import DEFAULT_POOLS, Lowered, LowerOptions, Pass, run_passes
 from .rolling import inject_rolling_buffer
 from .simplify import simplify_func
@@ -34,6 +36,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("lower_blocks", lambda f, o: lower_blocks(f)),
     Pass("flatten_buffers", lambda f, o: flatten_buffers(f)),
     Pass("simplify", lambda f, o: simplify_func(f)),
+    Pass("hoist_guards", lambda f, o: hoist_guards(f)),
     Pass("plan_memory", plan_memory_pass),
 )
 
