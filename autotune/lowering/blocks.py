@@ -24,6 +24,9 @@ def _init_condition(block: ir.Block) -> ir.Expr | None:
 
 
 class _BlockLowerer(ir.Transformer):
+    def __init__(self, pools: dict[str, tuple[str, ...]]) -> None:
+        self.pools = pools
+
     def visit_Block(self, block: ir.Block) -> ir.Stmt:
         body = self.visit(block.body)
         if block.init is not None:
@@ -34,7 +37,7 @@ class _BlockLowerer(ir.Transformer):
         stmt: ir.Stmt = ir.substitute(body, vmap)
         if not (isinstance(block.predicate, ir.IntImm) and block.predicate.value == 1):
             stmt = ir.IfThenElse(block.predicate, stmt)
-        pools = dict(ir.ann_get(block.annotations, POOLS_ANNOTATION, ()))
+        pools = self.pools
         for buf in reversed(block.alloc_buffers):
             stmt = ir.DeclBuffer(buf, stmt)
             ann: ir.Annotations = ()
@@ -49,4 +52,9 @@ def lower_blocks(func: ir.Func) -> ir.Func:
     """Remove every block; the result has only loops, ifs, stores, allocations and declarations."""
     from dataclasses import replace
 
-    return replace(func, body=_BlockLowerer().visit(func.body))
+    # Candidate pools are keyed by buffer name (names are unique), wherever the
+    # annotation sits: passes that move an allocation need not carry it along.
+    pools: dict[str, tuple[str, ...]] = {}
+    for blk in ir.collect(func.body, ir.Block):
+        pools.update(dict(ir.ann_get(blk.annotations, POOLS_ANNOTATION, ())))
+    return replace(func, body=_BlockLowerer(pools).visit(func.body))

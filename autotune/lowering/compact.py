@@ -96,11 +96,14 @@ class _Rewrite(ir.Transformer):
 
 
 def _place(func: ir.Func, owner: ir.Block, buf: ir.Buffer, site: ir.For | None) -> ir.Func:
-    """Move the allocation of ``buf`` (and its candidate pools) from ``owner`` to an allocation block around ``site``'s body."""
-    pools = dict(ir.ann_get(owner.annotations, POOLS_ANNOTATION, ()))
-    candidates = pools.pop(buf.name, None)
-    ann = ir.ann_set(owner.annotations, POOLS_ANNOTATION, tuple(sorted(pools.items())) or None)
-    func = replace_stmt(func, owner, replace(owner, alloc_buffers=tuple(a for a in owner.alloc_buffers if a is not buf), annotations=ann))
+    """Move the allocation of ``buf`` from ``owner`` to an allocation block around ``site``'s body.
+
+    Its ``candidate_memory_pools`` entry is copied to the new block (``lower_blocks`` reads
+    it from the block that allocates the buffer); ``owner`` keeps its copy, which
+    ``inject_double_buffer`` finds when it moves the allocation back up.
+    """
+    candidates = dict(ir.ann_get(owner.annotations, POOLS_ANNOTATION, ())).get(buf.name)
+    func = replace_stmt(func, owner, replace(owner, alloc_buffers=tuple(a for a in owner.alloc_buffers if a is not buf)))
     if site is None:
         root = func.body
         assert isinstance(root, ir.Block)

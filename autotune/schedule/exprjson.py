@@ -54,14 +54,14 @@ def expr_from_json(data: Any, variables: Sequence[ir.Var], primitive: str = "tra
     raise ScheduleError(primitive, f"malformed index expression {data!r}")
 
 
-def callable_to_json(fn: Callable[..., Sequence[Any]], variables: Sequence[ir.Var]) -> tuple[Any, ...]:
+def callable_to_json(fn: Callable[..., Sequence[Any]], variables: Sequence[ir.Var], primitive: str) -> tuple[Any, ...]:
     """Evaluate ``fn`` on ``variables`` and encode each entry of its result."""
-    out = []
+    out: list[Any] = []
     for item in fn(*variables):
         if isinstance(item, str):
             out.append(item)
         elif isinstance(item, tuple) and len(item) == 2:
-            out.append(("range", expr_to_json(item[0], variables), expr_to_json(item[1], variables)))
+            out.append(("range", expr_to_json(item[0], variables, primitive), expr_to_json(item[1], variables, primitive)))
         else:
-            out.append(expr_to_json(item, variables))
+            out.append(expr_to_json(item, variables, primitive))
     return tuple(out)

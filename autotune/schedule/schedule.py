@@ -128,7 +128,7 @@ class Schedule:
         self, block: str, buffer_index: int, access: str, fn: Callable[..., Sequence[Any]] | Sequence[Any]
     ) -> Schedule:
         """``fn`` maps the block's iter vars to one entry per buffer dimension: a point or a (lo, hi) pair."""
-        region = callable_to_json(fn, self._iter_vars(block, "annotate_buffer_access")) if callable(fn) else fn
+        region = callable_to_json(fn, self._iter_vars(block, "annotate_buffer_access"), "annotate_buffer_access") if callable(fn) else fn
         return self.apply("annotate_buffer_access", block=block, buffer_index=buffer_index, access=access, region=region)
 
     def rolling_buffer(self, block: str, buffer_index: int = 0) -> Schedule:
@@ -141,7 +141,7 @@ class Schedule:
         """``index_map`` maps the buffer's indices to new ones; ``AXIS_SEPARATOR`` in its result splits physical axes."""
         if callable(index_map):
             ndim = self._buffer(block, buffer, "transform_layout").ndim
-            index_map = callable_to_json(index_map, [ir.Var(f"i{k}") for k in range(ndim)])
+            index_map = callable_to_json(index_map, [ir.Var(f"i{k}") for k in range(ndim)], "transform_layout")
         return self.apply("transform_layout", block=block, buffer=buffer, index_map=index_map)
 
     def set_pools(self, block: str, buffer: str, pools: Sequence[str]) -> Schedule:

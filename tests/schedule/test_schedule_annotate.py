@@ -114,6 +114,7 @@ def test_trace_holds_the_region_as_json(seed):
 
 
 # ---- numbers ---------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("tile", [10, 5])
 @pytest.mark.parametrize("region", [None, seed_region], ids=["unannotated", "seed"])
 def test_both_schedules_equal_numpy(small, run_func, tile, region):
@@ -123,6 +124,7 @@ def test_both_schedules_equal_numpy(small, run_func, tile, region):
     assert allocations(lowered.func)[CACHE] == (side * side,)
 
 
+@pytest.mark.slow
 def test_too_small_annotation_is_caught_as_wrong(small):
     lowered = lower(tiled(small.func, 10, too_small).func, verify=True)
     # compaction honours the (wrong) annotation: 19 rows and columns instead of 24
@@ -155,6 +157,7 @@ def test_write_annotation(small):
     same_text(small.func, sch)
 
 
+@pytest.mark.slow
 def test_annotation_before_cache_read_moves_to_the_cache(small, run_func):
     sch = Schedule(small.func).annotate_buffer_access("resize", 0, "read", seed_region)
     sch = sch.cache_read("resize", 0, "global")
@@ -170,6 +173,7 @@ def test_annotation_before_cache_read_moves_to_the_cache(small, run_func):
     same_text(small.func, sch)
 
 
+@pytest.mark.slow
 def test_annotation_after_compute_at_keeps_the_whole_plane(small, run_func):
     """compute_at sizes the cache loops from the regions it sees: annotating later changes
     the resize block's region, but the cache block still writes the whole plane, so
@@ -243,10 +247,6 @@ def test_index_must_use_integer_ops(cached, rows, shown):
         cached.annotate_buffer_access("resize", 0, "read", lambda n, c, h, w: (n, c, rows(h), w))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="callable_to_json (schedule/exprjson.py) is called without the primitive, so the error says 'trace:'",
-)
 def test_integer_op_error_names_the_primitive(cached):
     with pytest.raises(ScheduleError) as info:
         cached.annotate_buffer_access("resize", 0, "read", lambda n, c, h, w: (n, c, (h / 2, h / 2 + 3), w))
