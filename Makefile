@@ -1,5 +1,5 @@
 # autotune: developer and CI entry points (GNU make).
-#   make run    install, list the workloads, check every one against numpy
+#   make run    install, tune examples/small.yaml into out/small (search, best schedule, report)
 #   make test   install, lint, run the test suite
 #   make lint   ruff + mypy
 #   make golden rewrite tests/golden/*.txt from the current output
@@ -31,10 +31,11 @@ lint: install
 	$(VENV)/bin/ruff check autotune tests
 	-$(VENV)/bin/mypy autotune
 
-# List the chains, then check each one at its default size against numpy (12-25 s; see README "Usage").
+# Tune examples/small.yaml (pool_chain, 16 trials, 2 Ray workers) into out/small, from scratch
+# (about a minute on 2 cores): trials.jsonl, best.json, best_ir.txt, best_kernel.py, report.md + PNGs.
 run: install
-	$(VENV)/bin/autotune workloads
-	$(VENV)/bin/autotune check --all
+	rm -rf out/small
+	$(VENV)/bin/autotune run examples/small.yaml --output out/small
 
 golden: install
 	$(PY) -m pytest --update-golden

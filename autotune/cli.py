@@ -6,6 +6,8 @@
     autotune show pool_chain --param height=20 --lowered  IR, lowered IR (--lowered) or kernel (--source)
     autotune check pool_chain --pools dtcm=64KiB,sram=2MiB
     autotune check --all                                  every chain at its default size, one table
+    autotune run examples/small.yaml --output out/small   tune a config (see autotune.search.tuner)
+    autotune report out/small                             summary; rebuild report.md and its plots
 
 ``check`` lowers the default schedule (or one replayed from ``--trace``), plans
 memory in the pools, compiles, runs on seeded inputs, compares with the numpy
@@ -25,13 +27,15 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from . import ir, workloads
+from . import ir, report, workloads
 from .codegen import generate_source
+from .config import load_config
 from .errors import AutotuneError, ConfigError, PoolOverflowError
 from .lowering import DEFAULT_POOLS, Lowered, lower
 from .measure import MeasureResult, measure
 from .memory import Pool, draw, format_size, get_planner, parse_pools
 from .schedule import Schedule, load_trace
+from .search.tuner import tune
 
 __all__ = ["main", "parse_param", "parse_params"]
 
@@ -316,6 +320,53 @@ def cmd_check(args: argparse.Namespace) -> int:
     return _check_all(args) if args.all else _check_one(args)
 
 
+# ---------------------------------------------------------------- run, report
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Tune a config: the search, the re-measure of the best, the report; print the outcome."""
+    overrides = {
+        "trials": args.trials, "workers": args.workers, "ray_address": args.ray_address,
+        "output": args.output, "seed": args.seed,
+    }  # fmt: skip
+    cfg = load_config(args.config, overrides)
+    tune(cfg, resume=args.resume, progress=not args.no_progress, report=report.write_report)
+    best = report.read_best(cfg.output)
+    print(report.summary(report.load_results(cfg.output)))
+    if best is not None:
+        print(f"best trace (trial {best['trial']}):\n{report.trace_text(best['trace'])}")
+        print(report.result_line(best))
+    print(f"results: {cfg.output}")
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Print a run directory's summary and rebuild its tables, plots and report.md."""
+    print(report.summary(report.load_results(args.directory)))
+    path = report.write_report(args.directory)
+    best = report.read_best(args.directory)
+    if best is not None:
+        print(report.result_line(best))
+    print(f"report: {path}")
+    return EXIT_OK
+
+
+def _add_run_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("run", help="search a config's schedule space; write trials, best schedule, report")
+    p.add_argument("config", metavar="CONFIG.yaml", help="the run configuration")
+    p.add_argument("--trials", type=int, metavar="N", help="trials to log (overrides search.trials)")
+    p.add_argument("--workers", type=int, metavar="N", help="Ray workers (overrides ray.workers)")
+    p.add_argument("--ray-address", metavar="ADDR", help="Ray cluster to join (default: start a local one)")
+    p.add_argument("--output", metavar="DIR", help="output directory (overrides output)")
+    p.add_argument("--resume", action="store_true", help="continue the run logged in the output directory")
+    p.add_argument("--seed", type=int, metavar="S", help="seed of the search (overrides search.seed)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(run=cmd_run)
+    p = sub.add_parser("report", help="summarise a run directory; rebuild report.md and its plots")
+    p.add_argument("directory", metavar="DIR", help="the output directory of `autotune run`")
+    p.set_defaults(run=cmd_report)
+
+
 # ---------------------------------------------------------------- parser, main
 
 
@@ -372,6 +423,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=int, help=f"untimed runs before timing (default: {DEFAULT_WARMUP})")
     p.add_argument("--draw", metavar="PNG", help="also write a picture of the memory plan")
     p.set_defaults(run=cmd_check)
+    _add_run_parsers(sub)
     return parser
 
 

@@ -1,0 +1,64 @@
+"""YAML run configuration -> frozen :class:`RunConfig`, with errors that say where and why.
+
+::
+
+    cfg = load_config("experiments/configs/bottleneck.yaml", {"trials": 20})
+    wl = load_workload(cfg.workload)
+
+Every mistake is a :class:`~autotune.errors.ConfigError` naming the file, the
+line, the field (a dotted path), the value and what was expected::
+
+    bad.yaml:4: memory.pools[1].size: expected a positive size such as 65536, 64KiB or 2MiB, got '-3KiB'
+    bad.yaml:7: search.trails: unknown field; did you mean 'trials'?
+
+Paths (``search.space``, ``output``, ``workload.path``) are relative to the
+config file's directory; ``search.space`` may also name a file of the
+repository's ``search_spaces/`` (``cascade`` or ``cascade.yaml``). YAML is read
+with ``yaml.SafeLoader`` only: nothing in a config file is evaluated.
+
+``yamldoc`` holds the line-aware YAML reading and typed fields (the search
+space loader uses them too); ``run`` the records and their checks.
+"""
+
+from __future__ import annotations
+
+from .run import (
+    COST_MODELS,
+    OVERRIDES,
+    REPO_ROOT,
+    SAMPLERS,
+    SPACES_DIR,
+    MeasureConfig,
+    MemoryConfig,
+    RayConfig,
+    RunConfig,
+    SearchConfig,
+    WorkloadConfig,
+    load_config,
+    load_workload,
+)
+from .yamldoc import FieldPath, Section, YamlDoc, describe_value, dotted, parse_duration, read_yaml, suggest
+
+__all__ = [
+    "COST_MODELS",
+    "OVERRIDES",
+    "REPO_ROOT",
+    "SAMPLERS",
+    "SPACES_DIR",
+    "FieldPath",
+    "MeasureConfig",
+    "MemoryConfig",
+    "RayConfig",
+    "RunConfig",
+    "SearchConfig",
+    "Section",
+    "WorkloadConfig",
+    "YamlDoc",
+    "describe_value",
+    "dotted",
+    "load_config",
+    "load_workload",
+    "parse_duration",
+    "read_yaml",
+    "suggest",
+]

@@ -1,0 +1,346 @@
+"""The run configuration: YAML -> frozen :class:`RunConfig`, and the workload it names.
+
+Every section is checked field by field (see :class:`~autotune.config.yamldoc.Section`);
+the records are built only from checked values, so a ``RunConfig`` is always valid.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from ..memory import PLANNERS, Pool
+from ..workloads import Workload, describe, names
+from ..workloads import get as get_workload
+from .yamldoc import Section, YamlDoc, describe_value, read_yaml, suggest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SPACES_DIR = REPO_ROOT / "search_spaces"
+SAMPLERS = ("tpe", "nsga2", "random")
+COST_MODELS = ("xgboost", "none")
+OVERRIDES = ("trials", "workers", "ray_address", "output", "resume", "seed")
+MAX_SEED = 2**32 - 1
+TOP_FIELDS = ("name", "workload", "memory", "search", "measure", "ray", "output")
+
+
+@dataclass(frozen=True)
+class WorkloadConfig:
+    """A registry workload (``name``) or ``"/abs/path/file.py:function"`` (``path``), and its arguments."""
+
+    name: str | None
+    path: str | None
+    args: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    """The pools (in order of preference), the limit on the total workspace in bytes, the planner."""
+
+    pools: tuple[Pool, ...]
+    peak_limit: int | None
+    planner: str = "greedy_by_size"
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """The knob space file and how to search it; ``batch`` candidates are drawn per round."""
+
+    space: Path
+    trials: int
+    sampler: str
+    cost_model: str
+    seed: int
+    batch: int = 64
+    measure_per_round: int = 8
+    epsilon: float = 0.25
+
+
+@dataclass(frozen=True)
+class MeasureConfig:
+    """How each candidate is checked and timed; ``timeout`` in seconds."""
+
+    warmup: int = 2
+    repeats: int = 10
+    timeout: float = 30.0
+    check: bool = True
+
+
+@dataclass(frozen=True)
+class RayConfig:
+    """``address=None``: a local Ray that autotune starts and stops."""
+
+    address: str | None = None
+    workers: int = 2
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """A whole run; every path in it is absolute (``source`` is the config file)."""
+
+    name: str
+    workload: WorkloadConfig
+    memory: MemoryConfig
+    search: SearchConfig
+    measure: MeasureConfig
+    ray: RayConfig
+    output: Path
+    source: Path
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain YAML data; ``load_config`` of its dump gives this config back (but ``source``)."""
+        wl: dict[str, Any] = (
+            {"name": self.workload.name} if self.workload.name else {"path": self.workload.path}
+        )
+        pools = [
+            {"name": p.name, "size": p.size, "read_cost": p.read_cost, "write_cost": p.write_cost}
+            for p in self.memory.pools
+        ]
+        search = {k: getattr(self.search, k) for k in self.search.__dataclass_fields__}
+        return {
+            "name": self.name,
+            "workload": {**wl, "args": dict(self.workload.args)},
+            "memory": {"pools": pools, "peak_limit": self.memory.peak_limit, "planner": self.memory.planner},
+            "search": {**search, "space": str(self.search.space)},
+            "measure": {k: getattr(self.measure, k) for k in self.measure.__dataclass_fields__},
+            "ray": {k: getattr(self.ray, k) for k in self.ray.__dataclass_fields__},
+            "output": str(self.output),
+        }
+
+
+# ---------------------------------------------------------------- loading
+
+
+def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) -> RunConfig:
+    """Read and check the config file ``path``, then apply command-line ``overrides``.
+
+    ``overrides`` keys: trials, workers, ray_address, output (relative to the
+    current directory), seed, resume (accepted, not used here); a ``None``
+    value means "not given". Any mistake raises :class:`ConfigError`.
+    """
+    doc = read_yaml(path)
+    if doc.data is None:
+        raise ConfigError(
+            f"{doc.file}: the file is empty; expected a mapping with the fields {', '.join(TOP_FIELDS)}"
+        )
+    base = Path(path).resolve().parent
+    top = Section(doc, (), doc.data, TOP_FIELDS, required=("workload", "memory", "search"))
+    name = top.text("name", Path(path).stem)
+    cfg = RunConfig(
+        name=name,
+        workload=_workload(doc, top.get("workload"), base),
+        memory=_memory(doc, top.get("memory")),
+        search=_search(doc, top.get("search"), base),
+        measure=_measure(doc, top.get("measure")),
+        ray=_ray(doc, top.get("ray")),
+        output=_path(base, top.text("output", f"results/{name}")),
+        source=Path(path).resolve(),
+    )
+    return _apply_overrides(cfg, overrides or {})
+
+
+def _path(base: Path, text: str) -> Path:
+    return (base / Path(text).expanduser()).resolve()
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError):  # a name too long, or with a NUL byte
+        return False
+
+
+def _workload(doc: YamlDoc, raw: Any, base: Path) -> WorkloadConfig:
+    where = ("workload",)
+    sec = Section(doc, where, raw, ("name", "path", "args"))
+    if ("name" in raw) == ("path" in raw):
+        raise doc.error(
+            where, "expected exactly one of 'name' (a built-in workload) or 'path' ('file.py:function')"
+        )
+    args_raw = sec.get("args") or {}
+    if not isinstance(args_raw, dict):
+        raise sec.error("args", "expected a mapping of parameter names to values", args_raw)
+    for key, value in args_raw.items():
+        if not isinstance(key, str) or not key.isidentifier():
+            raise doc.error((*where, "args", key), f"expected a parameter name, got {describe_value(key)}")
+        if not isinstance(value, (int, float, str, bool)):
+            raise doc.error(
+                (*where, "args", key), f"expected a number, string or boolean, got {describe_value(value)}"
+            )
+    args = tuple(args_raw.items())
+    if "name" in raw:
+        name = sec.text("name")
+        if name not in names():
+            try:
+                describe(name)  # the registry's message suggests the closest name
+            except ConfigError as err:
+                raise doc.error((*where, "name"), str(err)) from None
+        try:
+            get_workload(name, **args_raw)
+        except ConfigError as err:
+            raise doc.error((*where, "args"), str(err)) from None
+        return WorkloadConfig(name, None, args)
+    spec = sec.text("path")
+    file, sep, function = spec.rpartition(":")
+    if not sep or not file or not function.isidentifier():
+        raise sec.error("path", "expected 'path/to/file.py:function'", spec)
+    resolved = _path(base, file)
+    if not _is_file(resolved):
+        raise doc.error((*where, "path"), f"workload file {str(resolved)!r} does not exist (from {spec!r})")
+    return WorkloadConfig(None, f"{resolved}:{function}", args)
+
+
+def _memory(doc: YamlDoc, raw: Any) -> MemoryConfig:
+    where = ("memory",)
+    sec = Section(doc, where, raw, ("pools", "peak_limit", "planner"), required=("pools",))
+    items = sec.get("pools")
+    if not isinstance(items, list) or not items:
+        raise sec.error("pools", "expected a non-empty list such as [{name: dtcm, size: 64KiB}]", items)
+    pools: list[Pool] = []
+    for i, item in enumerate(items):
+        at = (*where, "pools", i)
+        pool = Section(doc, at, item, ("name", "size", "read_cost", "write_cost"), required=("name", "size"))
+        name = pool.text("name")
+        costs = (pool.number("read_cost", 1.0, 0.0), pool.number("write_cost", 1.0, 0.0))
+        size = pool.size("size")
+        if any(p.name == name for p in pools):
+            raise doc.error((*at, "name"), f"duplicate pool name {name!r}")
+        try:
+            pools.append(Pool(name, size, *costs))
+        except ConfigError as err:
+            raise doc.error((*at, "name"), str(err).split(": ", 1)[-1]) from None
+    limit = None if sec.get("peak_limit") is None else sec.size("peak_limit")
+    planner = sec.choice("planner", sorted(PLANNERS), "greedy_by_size")
+    return MemoryConfig(tuple(pools), limit, planner)
+
+
+def _space(doc: YamlDoc, text: str, base: Path) -> Path:
+    """The space file: relative to the config file, else in the repository (``search_spaces/NAME[.yaml]``)."""
+    given = Path(text).expanduser()
+    candidates = [base / given]
+    if not given.is_absolute():
+        if len(given.parts) == 1:
+            candidates += [SPACES_DIR / given, SPACES_DIR / f"{text}.yaml"]
+        else:
+            candidates.append(REPO_ROOT / given)
+    for candidate in candidates:
+        if _is_file(candidate):
+            return candidate.resolve()
+    known = sorted(p.stem for p in SPACES_DIR.glob("*.yaml"))
+    looked = ", ".join(str(c) for c in candidates)
+    raise doc.error(
+        ("search", "space"), f"no space file {text!r} (looked for {looked}){suggest(given.stem, known)}"
+    )
+
+
+def _search(doc: YamlDoc, raw: Any, base: Path) -> SearchConfig:
+    fields = ("space", "trials", "sampler", "cost_model", "seed", "batch", "measure_per_round", "epsilon")
+    sec = Section(doc, ("search",), raw, fields, required=("space", "trials"))
+    space = _space(doc, sec.text("space"), base)
+    batch = sec.integer("batch", 64)
+    per_round = sec.integer("measure_per_round", 8)
+    if per_round > batch:
+        raise sec.error("measure_per_round", f"expected at most batch ({batch})", per_round)
+    return SearchConfig(
+        space=space,
+        trials=sec.integer("trials"),
+        sampler=sec.choice("sampler", SAMPLERS, "tpe"),
+        cost_model=sec.choice("cost_model", COST_MODELS, "xgboost"),
+        seed=sec.integer("seed", 0, minimum=0, maximum=MAX_SEED),
+        batch=batch,
+        measure_per_round=per_round,
+        epsilon=sec.number("epsilon", 0.25, 0.0, 1.0),
+    )
+
+
+def _measure(doc: YamlDoc, raw: Any) -> MeasureConfig:
+    sec = Section(doc, ("measure",), {} if raw is None else raw, ("warmup", "repeats", "timeout", "check"))
+    return MeasureConfig(
+        warmup=sec.integer("warmup", 2, minimum=0),
+        repeats=sec.integer("repeats", 10),
+        timeout=sec.duration("timeout", 30.0),
+        check=sec.boolean("check", True),
+    )
+
+
+def _ray(doc: YamlDoc, raw: Any) -> RayConfig:
+    sec = Section(doc, ("ray",), {} if raw is None else raw, ("address", "workers"))
+    return RayConfig(address=sec.text("address", None, optional=True), workers=sec.integer("workers", 2))
+
+
+def _apply_overrides(cfg: RunConfig, overrides: Mapping[str, Any]) -> RunConfig:
+    given = {k: v for k, v in overrides.items() if v is not None}
+    sec = Section(YamlDoc("command line", given, {}), (), given, OVERRIDES)
+    if "trials" in given:
+        cfg = replace(cfg, search=replace(cfg.search, trials=sec.integer("trials")))
+    if "seed" in given:
+        cfg = replace(cfg, search=replace(cfg.search, seed=sec.integer("seed", minimum=0, maximum=MAX_SEED)))
+    if "workers" in given:
+        cfg = replace(cfg, ray=replace(cfg.ray, workers=sec.integer("workers")))
+    if "ray_address" in given:
+        cfg = replace(cfg, ray=replace(cfg.ray, address=sec.text("ray_address")))
+    if "output" in given:
+        out = given["output"]
+        cfg = replace(
+            cfg, output=_path(Path.cwd(), sec.text("output") if not isinstance(out, Path) else str(out))
+        )
+    return cfg
+
+
+# ---------------------------------------------------------------- workloads
+
+
+def load_workload(cfg: WorkloadConfig) -> Workload:
+    """The registry workload, or the ``Workload`` that the named function of a file returns for ``args``."""
+    args = dict(cfg.args)
+    if cfg.name is not None:
+        return get_workload(cfg.name, **args)
+    if cfg.path is None:
+        raise ConfigError("workload: expected exactly one of 'name' or 'path'")
+    file, _, function = cfg.path.rpartition(":")
+    make = _load_function(Path(file), function)
+    shown = ", ".join(f"{k}={v!r}" for k, v in args.items())
+    try:
+        result = make(**args)
+    except ConfigError as err:
+        raise ConfigError(f"workload {cfg.path}: {err}") from err
+    except Exception as err:
+        raise ConfigError(
+            f"workload {cfg.path}: {function}({shown}) raised {type(err).__name__}: {err}"
+        ) from err
+    if not isinstance(result, Workload):
+        raise ConfigError(
+            f"workload {cfg.path}: {function}({shown}) must return a Workload, got {type(result).__name__}"
+        )
+    return result
+
+
+def _load_function(file: Path, function: str) -> Callable[..., Any]:
+    """Import ``file`` as a fresh module (registered in ``sys.modules``) and return its ``function``."""
+    if not _is_file(file):
+        raise ConfigError(f"workload file {str(file)!r} does not exist")
+    module_name = "autotune_workload_" + hashlib.sha1(str(file).encode()).hexdigest()[:16]
+    spec = importlib.util.spec_from_file_location(module_name, file)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"workload file {str(file)!r} cannot be imported as Python")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except (Exception, SystemExit) as err:
+        sys.modules.pop(module_name, None)
+        raise ConfigError(
+            f"workload file {str(file)!r} raised {type(err).__name__} on import: {err}"
+        ) from err
+    make = getattr(module, function, None)
+    if not callable(make):
+        public = [n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n))]
+        raise ConfigError(
+            f"workload file {str(file)!r} has no function {function!r}{suggest(function, public)}"
+        )
+    return make  # type: ignore[no-any-return]

@@ -1,0 +1,222 @@
+"""One measurement as plain data: :class:`MeasureTask`, and :func:`run_task` that performs it.
+
+A task names its workload (a registry name, or ``"file.py:function"``), the
+schedule's trace, the memory pools and the measurement settings; it holds no IR,
+so it pickles cheaply to a worker process or a Ray node. :func:`run_task` runs
+in the worker: it builds the workload (once per process, see
+:func:`load_workload`), replays the trace, lowers with the pools and times the
+kernel with :func:`~autotune.measure.measure`::
+
+    task = MeasureTask("pool_chain", (("height", 20),), None, trace=sch.trace_json(),
+                       pools=(("dtcm", 65536),))
+    run_task(task).status   # 'ok'
+
+:func:`remeasure_tasks` times several tasks alternately in one process, so that
+their figures share the machine's state (compare only inside one run).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError, LoweringError, MeasureError, ScheduleError
+from ..lowering import DEFAULT_POOLS, Lowered, lower
+from ..memory import Pool
+from ..schedule import Schedule
+from ..workloads import Workload, get
+from .result import MeasureResult
+from .run import measure, reference_outputs
+
+__all__ = ["MeasureTask", "load_workload", "load_workload_file", "remeasure_tasks", "run_task"]
+
+
+@dataclass(frozen=True)
+class MeasureTask:
+    """Everything a worker needs to measure one schedule.
+
+    ``workload_path`` is ``None`` for a registered workload ``workload``, or
+    ``"path/to/file.py:function"`` whose function, called with
+    ``workload_args``, returns a :class:`~autotune.workloads.Workload` (then
+    ``workload`` is only a label). ``trace`` is ``Schedule.trace_json()``;
+    ``pools`` are ``(name, bytes)`` pairs (empty: one unbounded pool).
+    ``timeout`` bounds the timed part in seconds; executors add an allowance
+    for starting the worker and compiling.
+    """
+
+    workload: str
+    workload_args: tuple[tuple[str, Any], ...]
+    workload_path: str | None
+    trace: str
+    pools: tuple[tuple[str, int], ...]
+    planner: str = "greedy_by_size"
+    warmup: int = 2
+    repeats: int = 10
+    check: bool = True
+    seed: int = 0
+    timeout: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.trace, str):
+            raise MeasureError(
+                f"MeasureTask: trace must be the JSON text of a trace, got {type(self.trace).__name__}"
+            )
+        for name in ("warmup", "repeats", "seed"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise MeasureError(f"MeasureTask: {name} must be an int >= 0, got {value!r}")
+        if self.repeats < 1:
+            raise MeasureError(f"MeasureTask: repeats must be >= 1, got {self.repeats}")
+        if (
+            isinstance(self.timeout, bool)
+            or not isinstance(self.timeout, (int, float))
+            or not self.timeout > 0
+        ):
+            raise MeasureError(
+                f"MeasureTask: timeout must be a positive number of seconds, got {self.timeout!r}"
+            )
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """A workload with its seeded inputs and their reference outputs."""
+
+    workload: Workload
+    inputs: tuple[np.ndarray, ...]
+    references: tuple[np.ndarray, ...]
+
+
+_WORKLOADS: dict[tuple[Any, ...], Workload] = {}
+"""(name, args, path) -> the workload built in this process."""
+_INPUTS: dict[tuple[Any, ...], _Prepared] = {}
+"""(name, args, path, seed, check) -> inputs and reference outputs made in this process."""
+
+
+def load_workload_file(spec: str, args: dict[str, Any]) -> Workload:
+    """Call ``function(**args)`` from ``"file.py:function"`` and return its :class:`Workload`.
+
+    The file is imported once per process as a module named after its absolute
+    path (registered in ``sys.modules``). Raises ConfigError naming the file
+    when it is missing, lacks the function or the function returns something else.
+    """
+    path_text, sep, func_name = spec.rpartition(":")
+    if not sep or not path_text or not func_name:
+        raise ConfigError(f"workload path {spec!r}: expected 'file.py:function'")
+    path = Path(path_text).expanduser().resolve()
+    if not path.is_file():
+        raise ConfigError(f"workload path {spec!r}: no file {path}")
+    module_name = "autotune_workload_" + hashlib.sha256(str(path).encode()).hexdigest()[:16]
+    module = sys.modules.get(module_name)
+    if module is None:
+        module_spec = importlib.util.spec_from_file_location(module_name, path)
+        if module_spec is None or module_spec.loader is None:
+            raise ConfigError(f"workload path {spec!r}: {path} cannot be imported as a Python module")
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[module_name] = module
+        try:
+            module_spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[module_name]
+            raise
+    builder = getattr(module, func_name, None)
+    if not callable(builder):
+        raise ConfigError(f"workload path {spec!r}: {path} has no function {func_name!r}")
+    workload = builder(**args)
+    if not isinstance(workload, Workload):
+        raise ConfigError(
+            f"workload path {spec!r}: {func_name}() returned {type(workload).__name__}, expected a Workload"
+        )
+    return workload
+
+
+def load_workload(name: str, args: tuple[tuple[str, Any], ...] = (), path: str | None = None) -> Workload:
+    """The workload ``name`` (or the one ``path`` builds) with ``args``, built once per process."""
+    key = (name, repr(args), path)  # repr: a path workload's arguments may be unhashable JSON
+    workload = _WORKLOADS.get(key)
+    if workload is None:
+        workload = get(name, **dict(args)) if path is None else load_workload_file(path, dict(args))
+        _WORKLOADS[key] = workload
+    return workload
+
+
+def _prepare(task: MeasureTask) -> _Prepared:
+    key = (task.workload, repr(task.workload_args), task.workload_path, task.seed, task.check)
+    prepared = _INPUTS.get(key)
+    if prepared is None:
+        workload = load_workload(task.workload, task.workload_args, task.workload_path)
+        inputs = workload.make_inputs(task.seed)
+        refs = reference_outputs(workload, inputs) if task.check else ()
+        prepared = _INPUTS[key] = _Prepared(workload, inputs, refs)
+    return prepared
+
+
+def lower_task(task: MeasureTask, workload: Workload) -> Lowered:
+    """Replay the task's trace on the workload and lower it with the task's pools and planner.
+
+    Raises ScheduleError (the trace does not apply) or LoweringError (e.g. the
+    pools cannot hold the allocations).
+    """
+    sch = Schedule.replay(workload.func, task.trace)
+    pools = tuple(Pool(name, size) for name, size in task.pools) or DEFAULT_POOLS
+    return lower(sch.func, pools=pools, planner=task.planner, seed=task.seed)
+
+
+def _measure_lowered(task: MeasureTask, prepared: _Prepared, lowered: Lowered) -> MeasureResult:
+    return measure(
+        lowered.func,
+        prepared.references,
+        prepared.inputs,
+        plan=lowered.plan,
+        warmup=task.warmup,
+        repeats=task.repeats,
+        check=task.check,
+    )
+
+
+def run_task(task: MeasureTask) -> MeasureResult:
+    """Measure ``task`` in this process: build, replay, lower, compile, check, time.
+
+    A trace that does not apply or a function that cannot be lowered gives an
+    ``error`` result with the reason; any other exception (a workload that
+    cannot be built, a bug) propagates. Crashes and hangs need another process:
+    run tasks through an executor (``autotune.search.executors``).
+    """
+    prepared = _prepare(task)
+    try:
+        lowered = lower_task(task, prepared.workload)
+    except (ScheduleError, LoweringError) as exc:
+        return MeasureResult.failure("error", f"{type(exc).__name__}: {exc}")
+    return _measure_lowered(task, prepared, lowered)
+
+
+def remeasure_tasks(tasks: Sequence[MeasureTask], rounds: int) -> list[list[MeasureResult]]:
+    """Time every task ``rounds`` times, alternating between them: round 1 of each, then round 2...
+
+    Each task is lowered and compiled once (later rounds reuse the compiled
+    kernel) and checked in every round. ``result[i]`` holds task ``i``'s
+    results; a task that cannot be lowered gets ``rounds`` copies of its error.
+    """
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise MeasureError(f"remeasure: rounds must be an int >= 1, got {rounds!r}")
+    prepared: list[tuple[_Prepared, Lowered | MeasureResult]] = []
+    for task in tasks:
+        inputs = _prepare(task)
+        try:
+            prepared.append((inputs, lower_task(task, inputs.workload)))
+        except (ScheduleError, LoweringError) as exc:
+            prepared.append((inputs, MeasureResult.failure("error", f"{type(exc).__name__}: {exc}")))
+    results: list[list[MeasureResult]] = [[] for _ in tasks]
+    for _ in range(rounds):
+        for i, (task, (inputs, lowered)) in enumerate(zip(tasks, prepared)):
+            if isinstance(lowered, MeasureResult):
+                results[i].append(lowered)
+            else:
+                results[i].append(_measure_lowered(task, inputs, lowered))
+    return results

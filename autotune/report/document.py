@@ -1,0 +1,138 @@
+"""``report.md``: the summary, the best schedule and the figures of a run directory.
+
+:func:`write_report` reads ``trials.jsonl`` (and ``best.json`` when the run
+finished), writes ``trials.parquet``/``trials.csv``, ``convergence.png``,
+``pareto.png``, ``pools.png`` (the memory plan of the best schedule, rebuilt
+by replaying its trace on the workload and lowering it with the run's pools)
+and ``report.md``, which links them. It can be rerun at any time, also on a
+run still in progress (then without the best schedule's sections).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from ..config import WorkloadConfig, load_workload
+from ..lowering import lower
+from ..memory import Pool, draw, format_size
+from ..schedule import Schedule
+from .plots import plot_convergence, plot_pareto
+from .results import load_results, summary, write_tables
+
+__all__ = ["draw_best_plan", "read_best", "result_line", "trace_text", "write_report"]
+
+
+def read_best(directory: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The contents of ``best.json``, or None if the run has not finished."""
+    path = Path(directory) / "best.json"
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return data if isinstance(data, dict) else None
+
+
+def draw_best_plan(best: dict[str, Any], path: str | os.PathLike[str]) -> Path:
+    """Replay the best trace, lower it with the run's pools and draw its memory plan."""
+    wl_cfg = best["workload"]
+    wl = load_workload(
+        WorkloadConfig(wl_cfg.get("name"), wl_cfg.get("path"), tuple(wl_cfg.get("args", {}).items()))
+    )
+    sch = Schedule.replay(wl.func, json.dumps(best["trace"]))
+    pools = tuple(Pool(p["name"], p["size"]) for p in best["pools"])
+    lowered = lower(sch.func, pools=pools, planner=best["planner"], seed=best["seed"])
+    return draw(lowered.plan, path)
+
+
+def _ms(value: Any) -> str:
+    return "-" if value is None else f"{value:.4g} ms"
+
+
+def trace_text(trace: dict[str, Any]) -> str:
+    """A trace as JSON with one step per line."""
+    steps = ",\n".join("  " + json.dumps(step) for step in trace.get("steps", []))
+    head = json.dumps({k: v for k, v in trace.items() if k != "steps"})[:-1]
+    return f'{head}, "steps": [\n{steps}\n]}}' if steps else json.dumps(trace)
+
+
+def result_line(best: dict[str, Any]) -> str:
+    """``best: X ms, N.NNx faster than the default schedule (Y ms), uses 1/M of its workspace (A vs B bytes)``."""
+    fig, default = best["figures"], best["default"]
+    text = f"best: {_ms(fig['median_ms'])}"
+    if best.get("speedup") is not None:
+        text += f", {best['speedup']:.2f}x faster than the default schedule ({_ms(default['median_ms'])})"
+    else:
+        text += f", the default schedule could not be timed ({default['status']})"
+    mine, theirs = fig["peak_bytes"], default["peak_bytes"]
+    if not mine:
+        text += f", uses no workspace (0 vs {theirs:,} bytes)"
+    elif mine <= theirs:
+        text += f", uses 1/{theirs / mine:.1f} of its workspace ({mine:,} vs {theirs:,} bytes)"
+    else:
+        text += f", uses {mine / theirs if theirs else float('inf'):.1f}x its workspace ({mine:,} vs {theirs:,} bytes)"
+    return text
+
+
+def _result_lines(best: dict[str, Any]) -> list[str]:
+    fig, default = best["figures"], best["default"]
+    wl = best["workload"]
+    args = ", ".join(f"{k}={v}" for k, v in wl.get("args", {}).items())
+    pools = ", ".join(f"{p['name']} {format_size(p['size'])}" for p in best["pools"])
+    limit = best.get("peak_limit")
+    lines = [
+        f"Workload `{wl.get('name') or wl.get('path')}`({args}); pools: {pools}; "
+        f"peak_limit: {'none' if limit is None else f'{limit:,} bytes'}; planner {best['planner']}.",
+        "",
+        "| schedule | median | min | IQR | peak workspace |",
+        "| --- | ---: | ---: | ---: | ---: |",
+        f"| best (trial {best['trial']}) | {_ms(fig['median_ms'])} | {_ms(fig['min_ms'])} | "
+        f"{_ms(fig['iqr_ms'])} | {fig['peak_bytes']:,} bytes |",
+        f"| default | {_ms(default['median_ms'])} | {_ms(default['min_ms'])} | "
+        f"{_ms(default['iqr_ms'])} | {default['peak_bytes']:,} bytes |",
+        "",
+        f"Both re-measured on one worker, alternating, {best['remeasure']['rounds']} rounds.",
+        "",
+        f"**{result_line(best)}**",
+    ]
+    if default["status"] != "ok":
+        lines.append(f"The default schedule: {default['status']}: {default.get('reason', '')}")
+    knobs = ", ".join(f"`{k}={v}`" for k, v in best["knobs"].items())
+    lines += ["", f"Knobs: {knobs or '(none)'}."]
+    return lines
+
+
+def write_report(directory: str | os.PathLike[str]) -> Path:
+    """Write the tables, the figures and ``report.md`` of the run in ``directory``; return report.md."""
+    out = Path(directory)
+    df = load_results(out)
+    write_tables(out)
+    best = read_best(out)
+    plot_convergence(df, out / "convergence.png")
+    plot_pareto(df, out / "pareto.png", None if best is None else best.get("peak_limit"))
+    title = best["name"] if best else out.name
+    md = [f"# autotune report: {title}", ""]
+    if best is not None:
+        draw_best_plan(best, out / "pools.png")
+        md += ["## Result", "", *_result_lines(best), ""]
+    else:
+        md += ["The run has not finished: there is no `best.json` yet.", ""]
+    md += ["## Trials", "", "```text", summary(df), "```", ""]
+    if best is not None:
+        md += ["## Best schedule (trace)", "", "```json", trace_text(best["trace"]), "```", ""]
+        md += ["Lowered IR: [best_ir.txt](best_ir.txt); kernel: [best_kernel.py](best_kernel.py).", ""]
+    md += [
+        "## Figures",
+        "",
+        "![convergence](convergence.png)",
+        "",
+        "![latency against peak memory](pareto.png)",
+        "",
+    ]
+    if best is not None:
+        md += ["![memory plan of the best schedule](pools.png)", ""]
+    md += ["Every trial: [trials.csv](trials.csv), [trials.parquet](trials.parquet), `trials.jsonl`.", ""]
+    path = out / "report.md"
+    path.write_text("\n".join(md), encoding="utf-8")
+    return path

@@ -1,0 +1,131 @@
+"""The trial log as a pandas table, its parquet/CSV copies, and a text summary.
+
+:func:`load_results` gives one row per trial of ``DIR/trials.jsonl``, sorted by
+trial number, with these columns (then one per knob and one per pool)::
+
+    trial round status reason median_ms min_ms iqr_ms max_abs_err peak_bytes
+    predicted_ms compile_s node trace key  knob.<name>...  pool.<name>...
+
+pandas is imported inside the functions, so importing this module is cheap.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..search.log import load
+from ..search.records import TRIAL_STATUSES
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["BASE_COLUMNS", "load_results", "pareto_front", "summary", "write_tables"]
+
+LOG_NAME = "trials.jsonl"
+BASE_COLUMNS = (
+    "trial", "round", "status", "reason", "median_ms", "min_ms", "iqr_ms", "max_abs_err", "peak_bytes",
+    "predicted_ms", "compile_s", "node", "trace", "key",
+)  # fmt: skip
+_FLOATS = ("median_ms", "min_ms", "iqr_ms", "max_abs_err", "predicted_ms", "compile_s")
+
+
+def load_results(directory: str | os.PathLike[str]) -> pd.DataFrame:
+    """One row per trial of ``directory/trials.jsonl`` (a torn last line is dropped)."""
+    import pandas as pd
+
+    records = load(Path(directory) / LOG_NAME)
+    rows: list[dict[str, Any]] = []
+    knob_names: dict[str, None] = {}
+    pool_names: dict[str, None] = {}
+    for r in records:
+        row: dict[str, Any] = {name: getattr(r, name) for name in BASE_COLUMNS if name != "key"}
+        row["key"] = r.key
+        for name, value in r.knobs:
+            knob_names.setdefault(name)
+            row[f"knob.{name}"] = value
+        for name, used in r.pool_bytes:
+            pool_names.setdefault(name)
+            row[f"pool.{name}"] = used
+        rows.append(row)
+    columns = [*BASE_COLUMNS, *(f"knob.{n}" for n in knob_names), *(f"pool.{n}" for n in pool_names)]
+    df = pd.DataFrame(rows, columns=columns)
+    for name in _FLOATS:
+        df[name] = df[name].astype("float64")
+    for name in ("peak_bytes", *(f"pool.{n}" for n in pool_names)):
+        df[name] = df[name].astype("Int64")
+    for name in ("trial", "round"):
+        df[name] = df[name].astype("int64")
+    return df.sort_values("trial", kind="stable").reset_index(drop=True)
+
+
+def _storable(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy whose knob columns hold one type each (parquet needs it): mixed ones become text."""
+    out = df.copy()
+    for name in out.columns:
+        if name.startswith("knob.") and out[name].dtype == object:
+            kinds = {type(v) for v in out[name].dropna()}
+            if len(kinds) > 1:
+                out[name] = out[name].map(lambda v: None if v is None else str(v))
+    return out
+
+
+def write_tables(directory: str | os.PathLike[str]) -> tuple[Path, Path]:
+    """Write ``trials.parquet`` and ``trials.csv`` beside the log; return their paths."""
+    out = Path(directory)
+    df = _storable(load_results(out))
+    parquet, csv = out / "trials.parquet", out / "trials.csv"
+    df.to_parquet(parquet, index=False)
+    df.to_csv(csv, index=False)
+    return parquet, csv
+
+
+def pareto_front(df: pd.DataFrame) -> pd.DataFrame:
+    """The ``ok`` trials no other ``ok`` trial beats on both latency and peak memory, by peak."""
+    ok = df[df["status"] == "ok"].sort_values(["peak_bytes", "median_ms", "trial"], kind="stable")
+    keep: list[int] = []
+    best = float("inf")
+    for index, median in zip(ok.index, ok["median_ms"]):
+        if median < best:
+            keep.append(index)
+            best = median
+    return ok.loc[keep]
+
+
+def _knobs(row: Any, names: list[str]) -> str:
+    import pandas as pd
+
+    return ", ".join(f"{n[5:]}={row[n]}" for n in names if not pd.isna(row[n]))
+
+
+def _bytes(value: Any) -> str:
+    import pandas as pd
+
+    return "-" if pd.isna(value) else f"{int(value):,}"
+
+
+def summary(df: pd.DataFrame, top: int = 5) -> str:
+    """Counts by status, then the ``top`` fastest ``ok`` trials as a table."""
+    counts = df["status"].value_counts()
+    order = [s for s in TRIAL_STATUSES if s in counts.index]
+    lines = [f"trials: {len(df)} (" + ", ".join(f"{s} {int(counts[s])}" for s in order) + ")"]
+    ok = df[df["status"] == "ok"].sort_values(["median_ms", "trial"], kind="stable").head(top)
+    if ok.empty:
+        lines.append("no ok trial")
+        return "\n".join(lines)
+    knob_cols = [c for c in df.columns if c.startswith("knob.")]
+    header = ["trial", "median ms", "min ms", "IQR ms", "peak bytes", "knobs"]
+    rows = [
+        [
+            str(row["trial"]), f"{row['median_ms']:.4g}", f"{row['min_ms']:.4g}", f"{row['iqr_ms']:.4g}",
+            _bytes(row["peak_bytes"]), _knobs(row, knob_cols),
+        ]
+        for _, row in ok.iterrows()
+    ]  # fmt: skip
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
+    lines.append(f"best {len(rows)} ok:")
+    for r in [header, *rows]:
+        cells = [c.rjust(w) for c, w in zip(r[:-1], widths)]
+        lines.append("  " + "  ".join([*cells, r[-1]]).rstrip())
+    return "\n".join(lines)

@@ -1,0 +1,183 @@
+"""The end of a run: re-measure the best trials beside the default schedule, pick one, write it out.
+
+Search-time figures come from different workers at different moments, and a
+single core's speed varies by about 30 % from run to run, so the top
+:data:`TOP_K` ``ok`` trials and the default schedule (the workload with no
+schedule steps) are timed again in one :meth:`~autotune.search.executors.Executor.remeasure`
+call: one worker, alternating, :data:`REMEASURE_ROUNDS` rounds. The best is the
+lowest median of those rounds, and the speedup and memory ratio compare it
+with the default from the same call. Files written to the output directory:
+
+- ``best.json``: the trace (loadable by ``autotune show/check --trace``),
+  knobs, figures of the best and of the default, speedup, memory ratio, and
+  what is needed to rebuild it (workload, pools, planner, seed);
+- ``best_ir.txt``: the lowered IR of the best schedule;
+- ``best_kernel.py``: its generated kernel source.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ..codegen import generate_source
+from ..config import RunConfig
+from ..errors import AutotuneError
+from ..measure.result import MeasureResult
+from ..schedule import Schedule
+from ..workloads import Workload
+from . import candidates as cand
+from .executors import Executor
+from .records import TrialRecord
+
+__all__ = ["REMEASURE_ROUNDS", "TOP_K", "Figures", "TuneResult", "finish", "top_trials"]
+
+TOP_K = 5
+REMEASURE_ROUNDS = 5
+
+
+@dataclass(frozen=True)
+class Figures:
+    """Latency over the re-measure rounds (ms: median of the rounds' medians, lowest minimum,
+    median IQR) and the planned workspace; ``status`` is ``ok`` only if every round was."""
+
+    status: str
+    median_ms: float | None
+    min_ms: float | None
+    iqr_ms: float | None
+    peak_bytes: int
+    pool_bytes: tuple[tuple[str, int], ...]
+    reason: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["pool_bytes"] = dict(self.pool_bytes)
+        return data
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """What a run found. ``speedup`` is the default's median over the best's; ``memory_ratio``
+    the default's peak workspace over the best's (None when either is unknown or zero)."""
+
+    best: TrialRecord
+    figures: Figures
+    default: Figures
+    speedup: float | None
+    memory_ratio: float | None
+    output: Path
+
+
+def top_trials(records: Sequence[TrialRecord], k: int = TOP_K) -> list[TrialRecord]:
+    """The ``k`` fastest ``ok`` trials with distinct schedules, fastest first."""
+    ok = sorted((r for r in records if r.ok), key=lambda r: (r.median_ms, r.trial))
+    seen: set[str] = set()
+    top: list[TrialRecord] = []
+    for record in ok:
+        if record.key not in seen:
+            seen.add(record.key)
+            top.append(record)
+    return top[:k]
+
+
+def figures_of(
+    results: Sequence[MeasureResult], peak: int, pool_bytes: tuple[tuple[str, int], ...]
+) -> Figures:
+    """Combine the rounds of one re-measured schedule."""
+    bad = next((r for r in results if not r.ok), None)
+    if bad is not None or not results:
+        status = bad.status if bad is not None else "error"
+        reason = (bad.error or f"max_abs_err {bad.max_abs_err}") if bad is not None else "not measured"
+        return Figures(status, None, None, None, peak, pool_bytes, reason)
+    return Figures(
+        "ok",
+        statistics.median(r.median_ms for r in results),  # type: ignore[type-var]
+        min(r.min_ms for r in results),  # type: ignore[type-var]
+        statistics.median(r.iqr_ms for r in results),  # type: ignore[type-var]
+        peak,
+        pool_bytes,
+    )
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def finish(cfg: RunConfig, wl: Workload, records: Sequence[TrialRecord], executor: Executor) -> TuneResult:
+    """Re-measure the top trials and the default schedule; write best.json, best_ir.txt, best_kernel.py."""
+    top = top_trials(records)
+    if not top:
+        counts = ", ".join(f"{n} {s}" for s, n in sorted(Counter(r.status for r in records).items()))
+        raise AutotuneError(
+            f"no trial was ok ({counts or 'no trials'}); the reasons are in {Path(cfg.output) / 'trials.jsonl'}"
+        )
+    mem = cfg.memory
+    default = Schedule(wl.func)
+    dlow = cand.lower_candidate(default.func, mem.pools, mem.planner, cfg.search.seed, None)
+    fits = dlow.lowered is not None  # else measured in one unbounded pool: the code is the same
+    tasks = [cand.make_task(cfg, r.trace) for r in top] + [
+        cand.make_task(cfg, default.trace_json(), pools=fits)
+    ]
+    results = executor.remeasure(tasks, REMEASURE_ROUNDS)
+    figs = [figures_of(res, r.peak_bytes or 0, r.pool_bytes) for res, r in zip(results, top)]
+    dfig = figures_of(results[-1], dlow.peak, dlow.pool_bytes)
+    timed = [i for i, f in enumerate(figs) if f.median_ms is not None]
+    if timed:
+        i = min(timed, key=lambda j: (figs[j].median_ms, j))
+        best, fig = top[i], figs[i]
+    else:  # every re-measure failed (a flaky machine?): keep the search's fastest, with its search figures
+        best = top[0]
+        fig = Figures(
+            "ok", best.median_ms, best.min_ms, best.iqr_ms, best.peak_bytes or 0, best.pool_bytes,
+            "re-measure failed: " + figs[0].reason,
+        )  # fmt: skip
+    result = TuneResult(
+        best=best,
+        figures=fig,
+        default=dfig,
+        speedup=_ratio(dfig.median_ms, fig.median_ms),
+        memory_ratio=_ratio(dfig.peak_bytes, fig.peak_bytes) if dfig.peak_bytes else None,
+        output=Path(cfg.output),
+    )
+    _write(cfg, wl, result, top, figs, fits)
+    return result
+
+
+def _write(
+    cfg: RunConfig, wl: Workload, result: TuneResult, top: list[TrialRecord], figs: list[Figures], fits: bool
+) -> None:
+    out = Path(cfg.output)
+    best = result.best
+    sch = Schedule.replay(wl.func, best.trace)
+    mem = cfg.memory
+    lowering = cand.lower_candidate(sch.func, mem.pools, mem.planner, cfg.search.seed, None)
+    assert lowering.lowered is not None, "an ok trial fits its pools"
+    data = {
+        "name": cfg.name,
+        "workload": {"name": cfg.workload.name, "path": cfg.workload.path, "args": dict(cfg.workload.args)},
+        "pools": [{"name": p.name, "size": p.size} for p in mem.pools],
+        "planner": mem.planner,
+        "peak_limit": mem.peak_limit,
+        "seed": cfg.search.seed,
+        "trial": best.trial,
+        "key": best.key,
+        "knobs": dict(best.knobs),
+        "trace": json.loads(best.trace),
+        "search": {"median_ms": best.median_ms, "min_ms": best.min_ms, "iqr_ms": best.iqr_ms},
+        "figures": result.figures.to_json(),
+        "default": {**result.default.to_json(), "pools": "config" if fits else "unbounded"},
+        "speedup": result.speedup,
+        "memory_ratio": result.memory_ratio,
+        "remeasure": {
+            "rounds": REMEASURE_ROUNDS,
+            "candidates": [{"trial": r.trial, **f.to_json()} for r, f in zip(top, figs)],
+        },
+    }
+    (out / "best.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    (out / "best_ir.txt").write_text(str(lowering.lowered.func).rstrip("\n") + "\n", encoding="utf-8")
+    (out / "best_kernel.py").write_text(generate_source(lowering.lowered.func).text, encoding="utf-8")

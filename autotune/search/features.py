@@ -1,0 +1,358 @@
+"""Features of a lowered program for the cost model (MetaSchedule's per-store features, small).
+
+:func:`features` walks a lowered :class:`~autotune.ir.Func` once and returns a
+dict with the keys of :data:`FEATURE_NAMES`, in that order, every value a
+float. Loop trip counts that depend on outer loops (a rolling buffer's first
+tile) are averaged over the outer iterations when there are few of them and
+taken at the middle of their range otherwise; a guard ``if cond`` scales the
+executions below it by an estimate of how often ``cond`` holds (uniform
+variables). So the figures are estimates, deterministic and cheap (a walk of
+the tree, no compile)::
+
+    lowered = lower(sch.func, pools=pools)
+    x = features(lowered.func, lowered.plan, original=workload.func)
+    x["halo_max"]        # 1.5: the intermediate is computed 1.5 times over
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from math import prod
+
+from .. import ir
+from ..analysis import Interval, eval_interval, sum_form
+from ..memory import MemoryPlan
+
+__all__ = ["FEATURE_NAMES", "L1_BYTES", "L2_BYTES", "feature_vector", "features"]
+
+L1_BYTES = 48 << 10
+L2_BYTES = 2 << 20
+
+FEATURE_NAMES: tuple[str, ...] = (
+    # loops
+    "n_loops", "n_serial", "n_parallel", "n_vectorized", "n_unrolled", "max_depth", "n_nests",
+    "n_stores", "log2_iterations", "log2_ops",
+    # innermost loops (weighted by the executions of the stores they hold)
+    "inner_log2_extent", "inner_const_frac", "inner_vectorized_frac", "inner_contig_frac",
+    "inner_guards", "guarded_frac", "mod_index_frac",
+    # bytes and reuse per buffer class
+    "log2_param_bytes", "log2_param_accesses", "param_reuse",
+    "log2_inter_bytes", "log2_inter_accesses", "inter_reuse",
+    # intermediates and the memory plan
+    "n_allocations", "n_banked", "largest_inter_l1", "largest_inter_l2", "largest_fits_l1",
+    "largest_fits_l2", "halo_max", "halo_mean", "intensity_param", "intensity_access",
+    "log2_workspace_peak", "n_pools_used", "parallel",
+)  # fmt: skip
+
+_OPS = (ir.Add, ir.Sub, ir.Mul, ir.Div, ir.FloorDiv, ir.FloorMod, ir.Min, ir.Max, ir.Select, ir.Call)
+
+
+@dataclass(frozen=True)
+class _Loop:
+    var: ir.Var
+    kind: str
+    trip: float
+    const: bool
+
+
+@dataclass(frozen=True)
+class _Access:
+    """One load or store, executed ``iters`` times, innermost loop last in ``loops``."""
+
+    buffer: ir.Buffer
+    indices: tuple[ir.Expr, ...]
+    loops: tuple[_Loop, ...]
+    iters: float
+    store: bool
+    guarded: bool  # a guard sits between the innermost loop and the access
+    index_vars: frozenset[ir.Var]
+    has_mod: bool  # an index holds ``%`` (a rolling or double buffer)
+
+
+@dataclass
+class _Walk:
+    """Mutable state of one walk; the results are read by :func:`features`."""
+
+    bounds: dict[ir.Var, Interval] = field(default_factory=dict)
+    accesses: list[_Access] = field(default_factory=list)
+    ops: float = 0.0
+    kinds: dict[str, int] = field(default_factory=dict)
+    max_depth: int = 0
+    nests: int = 0
+    inner_guards: int = 0
+    allocs: list[ir.Allocate] = field(default_factory=list)
+    alloc_depth: dict[ir.Var, int] = field(default_factory=dict)
+
+    def access(
+        self, node: ir.BufferStore | ir.BufferLoad, loops: tuple[_Loop, ...], iters: float, guard: bool
+    ) -> None:
+        names, has_mod = _index_info(node.indices)
+        store = isinstance(node, ir.BufferStore)
+        self.accesses.append(_Access(node.buffer, node.indices, loops, iters, store, guard, names, has_mod))
+
+    def stmt(self, s: ir.Stmt, loops: tuple[_Loop, ...], prob: float, guard: bool) -> bool:
+        """Walk ``s``; return whether it holds a loop (so the loop around it is not innermost)."""
+        if isinstance(s, ir.For):
+            return self.loop(s, loops, prob)
+        if isinstance(s, ir.SeqStmt):
+            has = [self.stmt(c, loops, prob, guard) for c in s.seq]
+            return any(has)
+        if isinstance(s, ir.IfThenElse):
+            p = _probability(s.condition, self.bounds)
+            inner = self.stmt(s.then_case, loops, prob * p, True)
+            if s.else_case is not None:
+                inner = self.stmt(s.else_case, loops, prob * (1.0 - p), True) or inner
+            if loops and not inner:
+                self.inner_guards += 1
+            return inner
+        if isinstance(s, ir.BufferStore):
+            iters = prob * prod(lp.trip for lp in loops)
+            self.access(s, loops, iters, guard)
+            self.value(s.value, loops, iters, guard)
+            return False
+        if isinstance(s, ir.Allocate):
+            self.allocs.append(s)
+            self.alloc_depth[s.data] = len(loops)
+            return self.stmt(s.body, loops, prob, guard)
+        if isinstance(s, (ir.DeclBuffer, ir.Block)):
+            return self.stmt(s.body, loops, prob, guard)
+        return False  # Evaluate: nothing to count
+
+    def loop(self, s: ir.For, loops: tuple[_Loop, ...], prob: float) -> bool:
+        if not loops:
+            self.nests += 1
+        self.kinds[s.kind] = self.kinds.get(s.kind, 0) + 1
+        self.max_depth = max(self.max_depth, len(loops) + 1)
+        trip, const = _trip(s, self.bounds)
+        lo = eval_interval(s.min, self.bounds).lo
+        hi = eval_interval(ir.Add(s.min, s.extent), self.bounds).hi
+        self.bounds[s.loop_var] = Interval(lo, None if hi is None else hi - 1)
+        self.stmt(s.body, (*loops, _Loop(s.loop_var, s.kind, trip, const)), prob, False)
+        return True
+
+    def value(self, e: ir.Expr, loops: tuple[_Loop, ...], iters: float, guard: bool) -> None:
+        """Count the flop-ish operations and the loads of a stored value (not its index math)."""
+        stack = [e]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, ir.BufferLoad):
+                self.access(node, loops, iters, guard)
+                continue
+            if isinstance(node, _OPS):
+                self.ops += iters
+            stack.extend(_children(node))
+
+
+def _index_info(indices: tuple[ir.Expr, ...]) -> tuple[frozenset[ir.Var], bool]:
+    """The variables of some index expressions, and whether they use ``%``."""
+    names: set[ir.Var] = set()
+    has_mod = False
+    stack = list(indices)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ir.Var):
+            names.add(node)
+        elif isinstance(node, ir.BufferLoad):
+            stack.extend(node.indices)
+        else:
+            has_mod = has_mod or isinstance(node, ir.FloorMod)
+            stack.extend(_children(node))
+    return frozenset(names), has_mod
+
+
+def _children(e: ir.Expr) -> Iterator[ir.Expr]:
+    if isinstance(e, ir.BinaryOp):
+        yield e.a
+        yield e.b
+    elif isinstance(e, ir.Select):
+        yield from (e.cond, e.true_value, e.false_value)
+    elif isinstance(e, ir.Call):
+        yield from e.args
+    elif isinstance(e, ir.Cast):
+        yield e.value
+    elif isinstance(e, ir.Not):
+        yield e.a
+
+
+def _trip(s: ir.For, bounds: dict[ir.Var, Interval]) -> tuple[float, bool]:
+    """``(mean trip count, whether it is a constant)`` of loop ``s``."""
+    value = ir.as_int(s.extent)
+    if value is not None:
+        return float(max(value, 0)), True
+    return max(_mean(s.extent, bounds), 0.0), False
+
+
+def _mean(e: ir.Expr, bounds: dict[ir.Var, Interval]) -> float:
+    """The mean of an integer expression over uniform loop variables (an estimate)."""
+    iv = eval_interval(e, bounds)
+    if iv.is_point:
+        return float(iv.lo)  # type: ignore[arg-type]
+    if isinstance(e, ir.Select):
+        p = _probability(e.cond, bounds)
+        return p * _mean(e.true_value, bounds) + (1.0 - p) * _mean(e.false_value, bounds)
+    if isinstance(e, (ir.Add, ir.Sub)):
+        a, b = _mean(e.a, bounds), _mean(e.b, bounds)
+        return a + b if isinstance(e, ir.Add) else a - b
+    if isinstance(e, ir.Mul) and ir.as_int(e.b) is not None:
+        return _mean(e.a, bounds) * ir.as_int(e.b)  # type: ignore[operator]
+    if iv.lo is not None and iv.hi is not None:
+        return (iv.lo + iv.hi) / 2.0
+    return float(iv.lo if iv.lo is not None and iv.lo > 0 else 1)
+
+
+def _probability(cond: ir.Expr, bounds: dict[ir.Var, Interval]) -> float:
+    """How often ``cond`` holds if every loop variable were uniform in its range (an estimate)."""
+    if isinstance(cond, ir.And):
+        return _probability(cond.a, bounds) * _probability(cond.b, bounds)
+    if isinstance(cond, ir.Or):
+        return min(1.0, _probability(cond.a, bounds) + _probability(cond.b, bounds))
+    if isinstance(cond, ir.Not):
+        return 1.0 - _probability(cond.a, bounds)
+    if not isinstance(cond, ir.CmpOp) or sum_form(cond.a) is None:
+        return 1.0
+    diff = eval_interval(ir.Sub(cond.a, cond.b), bounds)
+    if diff.lo is None or diff.hi is None:
+        return 0.5 if isinstance(cond, ir.EQ) else 1.0
+    n = diff.hi - diff.lo + 1
+    count = {
+        ir.LT: -diff.lo,
+        ir.LE: 1 - diff.lo,
+        ir.GT: diff.hi,
+        ir.GE: diff.hi + 1,
+        ir.EQ: 1 if diff.lo <= 0 <= diff.hi else 0,
+        ir.NE: n - (1 if diff.lo <= 0 <= diff.hi else 0),
+    }.get(type(cond), n)
+    return min(max(count / n, 0.0), 1.0)
+
+
+def _log2(x: float) -> float:
+    return math.log2(1.0 + max(x, 0.0))
+
+
+def _weighted(accesses: Sequence[_Access], flag: list[float]) -> float:
+    total = sum(a.iters for a in accesses)
+    return sum(a.iters * f for a, f in zip(accesses, flag)) / total if total else 0.0
+
+
+def _contiguous(a: _Access) -> float:
+    """1.0 when the innermost loop walks the last index with stride 0 or 1."""
+    if not a.loops or not a.indices:
+        return 1.0
+    form = sum_form(a.indices[-1])
+    if form is None:
+        return 0.0
+    inner = a.loops[-1].var
+    if any(t is not inner and inner in _index_info((t,))[0] for t in form.terms):
+        return 0.0
+    return 1.0 if form.coeff(inner) in (0, 1) else 0.0
+
+
+def _logical_sizes(original: ir.Func | None) -> dict[str, int]:
+    """Elements of every intermediate of the unscheduled function, by buffer name."""
+    if original is None:
+        return {}
+    sizes: dict[str, int] = {}
+    for block in ir.collect(original.body, ir.Block):
+        for buf in block.alloc_buffers:
+            sizes[buf.name] = prod(buf.const_shape())
+    return sizes
+
+
+def _halo(walk: _Walk, inter: set[ir.Var], sizes: dict[str, int]) -> list[float]:
+    """Per intermediate: elements stored (reduction loops divided out) / elements of the buffer.
+
+    A buffer of the unscheduled function (``sizes``) is compared with its
+    logical size; a buffer made by scheduling, with its allocation.
+    """
+    alloc_elems = {a.data: prod(ir.as_int(e) or 1 for e in a.extents) for a in walk.allocs}
+    stored: dict[ir.Var, tuple[str, float]] = {}
+    for a in walk.accesses:
+        if not a.store or a.buffer.data not in inter:
+            continue
+        inside = a.loops[walk.alloc_depth.get(a.buffer.data, 0) :]
+        reduce = prod(lp.trip for lp in inside if lp.var not in a.index_vars)
+        elems = a.iters / reduce if reduce else 0.0
+        name, best = stored.get(a.buffer.data, (a.buffer.name, 0.0))
+        stored[a.buffer.data] = (name, max(best, elems))
+    ratios = []
+    for data, (name, elems) in stored.items():
+        size = sizes.get(name, alloc_elems.get(data, 0))
+        if size:
+            ratios.append(elems / size)
+    return ratios
+
+
+def _alloc_bytes(a: ir.Allocate) -> int:
+    return prod(ir.as_int(e) or 1 for e in a.extents) * ir.dtype_bytes(a.dtype)
+
+
+def features(lowered_func: ir.Func, plan: MemoryPlan, original: ir.Func | None = None) -> dict[str, float]:
+    """The features of a lowered function and its memory plan, keyed and ordered by ``FEATURE_NAMES``.
+
+    ``original`` (the unscheduled function) gives the intermediates' logical
+    sizes for the halo recompute ratio; without it they are compared with
+    their allocations.
+    """
+    walk = _Walk()
+    walk.stmt(lowered_func.body, (), 1.0, False)
+    params = {p.data for p in lowered_func.params}
+    inter = {a.data for a in walk.allocs}
+    acc = walk.accesses
+    stores = [a for a in acc if a.store]
+    p_acc = sum(a.iters for a in acc if a.buffer.data in params)
+    i_acc = sum(a.iters for a in acc if a.buffer.data in inter)
+    acc_bytes = sum(a.iters * ir.dtype_bytes(a.buffer.dtype) for a in acc)
+    p_bytes = sum(p.nbytes for p in lowered_func.params)
+    i_bytes = sum(_alloc_bytes(a) for a in walk.allocs)
+    largest = max((_alloc_bytes(a) for a in walk.allocs), default=0)
+    halo = _halo(walk, inter, _logical_sizes(original))
+    inner = [a for a in stores if a.loops]
+    k = walk.kinds
+    values: dict[str, float] = {
+        "n_loops": sum(k.values()),
+        "n_serial": k.get(ir.ForKind.SERIAL, 0),
+        "n_parallel": k.get(ir.ForKind.PARALLEL, 0),
+        "n_vectorized": k.get(ir.ForKind.VECTORIZED, 0),
+        "n_unrolled": k.get(ir.ForKind.UNROLLED, 0),
+        "max_depth": walk.max_depth,
+        "n_nests": walk.nests,
+        "n_stores": len(stores),
+        "log2_iterations": _log2(sum(a.iters for a in stores)),
+        "log2_ops": _log2(walk.ops),
+        "inner_log2_extent": _weighted(inner, [_log2(a.loops[-1].trip) for a in inner]),
+        "inner_const_frac": _weighted(inner, [float(a.loops[-1].const) for a in inner]),
+        "inner_vectorized_frac": _weighted(
+            inner, [float(a.loops[-1].kind == ir.ForKind.VECTORIZED) for a in inner]
+        ),
+        "inner_contig_frac": _weighted(acc, [_contiguous(a) for a in acc]),
+        "inner_guards": walk.inner_guards,
+        "guarded_frac": _weighted(stores, [float(a.guarded) for a in stores]),
+        "mod_index_frac": _weighted(acc, [float(a.has_mod) for a in acc]),
+        "log2_param_bytes": _log2(p_bytes),
+        "log2_param_accesses": _log2(p_acc),
+        "param_reuse": 4.0 * p_acc / p_bytes if p_bytes else 0.0,
+        "log2_inter_bytes": _log2(i_bytes),
+        "log2_inter_accesses": _log2(i_acc),
+        "inter_reuse": 4.0 * i_acc / i_bytes if i_bytes else 0.0,
+        "n_allocations": len(walk.allocs),
+        "n_banked": sum(len(a.extents) > 1 for a in walk.allocs),
+        "largest_inter_l1": largest / L1_BYTES,
+        "largest_inter_l2": largest / L2_BYTES,
+        "largest_fits_l1": float(largest <= L1_BYTES),
+        "largest_fits_l2": float(largest <= L2_BYTES),
+        "halo_max": max(halo, default=1.0),
+        "halo_mean": sum(halo) / len(halo) if halo else 1.0,
+        "intensity_param": walk.ops / p_bytes if p_bytes else 0.0,
+        "intensity_access": walk.ops / acc_bytes if acc_bytes else 0.0,
+        "log2_workspace_peak": _log2(plan.total_peak),
+        "n_pools_used": sum(peak > 0 for peak in plan.pool_peaks.values()),
+        "parallel": float(k.get(ir.ForKind.PARALLEL, 0) > 0),
+    }
+    return {name: float(values[name]) for name in FEATURE_NAMES}
+
+
+def feature_vector(values: dict[str, float]) -> list[float]:
+    """The values of a :func:`features` dict in ``FEATURE_NAMES`` order."""
+    return [values[name] for name in FEATURE_NAMES]

@@ -1,0 +1,191 @@
+"""The durable trial log: ``trials.jsonl``, one :class:`TrialRecord` per line, fsync'd on every append.
+
+A run appends each trial as soon as it is known, so a run that is killed
+loses at most the trial being written. That one may leave a *torn* last line
+(no newline, not valid JSON): reading drops it, and opening the log for
+appending truncates the file back to its last complete line. Any other bad
+line is an error naming ``file:line``, since it means the file was damaged or
+edited, not interrupted.
+
+>>> log = TrialLog("results/run/trials.jsonl")   # creates it, or recovers and reopens it
+>>> log.append(record)                             # on disk when this returns
+>>> TrialLog.load("results/run/trials.jsonl")      # [TrialRecord, ...]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from ..errors import AutotuneError
+from .records import TrialRecord
+
+__all__ = ["TrialLog", "check_writable", "load"]
+
+PROBE_BYTES = 64 * 1024
+"""Size of the file :func:`check_writable` writes to prove the output directory takes data."""
+
+
+@dataclass(frozen=True)
+class _Contents:
+    """What a log file holds: its records, the bytes they span, and a torn tail if any."""
+
+    records: tuple[TrialRecord, ...]
+    good_bytes: int
+    torn: bytes
+    needs_newline: bool
+
+
+def _parse_line(path: Path, lineno: int, raw: bytes) -> TrialRecord:
+    where = f"{path}:{lineno}"
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise AutotuneError(f"{where}: not UTF-8 text ({exc.reason})") from None
+    except json.JSONDecodeError as exc:
+        raise AutotuneError(f"{where}: not a JSON record ({exc.msg} at column {exc.colno})") from None
+    try:
+        return TrialRecord.from_json(data)
+    except (ValueError, TypeError) as exc:
+        raise AutotuneError(f"{where}: not a valid trial record: {exc}") from None
+
+
+def _read(path: Path) -> _Contents:
+    data = path.read_bytes()
+    records: list[TrialRecord] = []
+    lines = data.split(b"\n")
+    tail = lines.pop()  # the bytes after the last newline: b"" for a complete file
+    for lineno, raw in enumerate(lines, start=1):
+        if raw.strip():
+            records.append(_parse_line(path, lineno, raw))
+    good = len(data) - len(tail)
+    if not tail.strip():
+        return _Contents(tuple(records), len(data), b"", False)
+    try:  # a last line without its newline: kept if it is a whole record, else it was torn
+        records.append(_parse_line(path, len(lines) + 1, tail))
+    except AutotuneError:
+        return _Contents(tuple(records), good, tail, False)
+    return _Contents(tuple(records), len(data), b"", True)
+
+
+def load(path: str | os.PathLike[str]) -> list[TrialRecord]:
+    """The records of the log at ``path``, dropping a torn last line; AutotuneError names a bad line."""
+    path = Path(path)
+    try:
+        return list(_read(path).records)
+    except FileNotFoundError:
+        raise AutotuneError(f"no trial log at {path}") from None
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make a new file's directory entry durable (a no-op where directories cannot be opened)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems refuse fsync on a directory; the file itself is synced
+    finally:
+        os.close(fd)
+
+
+class TrialLog:
+    """An append-only ``trials.jsonl``; opening recovers a torn last line.
+
+    ``records`` holds what was in the file when opened followed by what was
+    appended since; ``dropped`` is the torn line removed on opening (b"" if none).
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.dropped = b""
+        existed = self.path.exists()
+        contents = _read(self.path) if existed else _Contents((), 0, b"", False)
+        self._records = list(contents.records)
+        if contents.torn:
+            os.truncate(self.path, contents.good_bytes)
+            self.dropped = contents.torn
+        try:
+            self._file = open(self.path, "ab")  # noqa: SIM115 (held open; closed by close())
+        except OSError as exc:
+            raise AutotuneError(f"cannot open the trial log {self.path} for appending: {exc}") from exc
+        if contents.needs_newline:
+            self._write(b"\n")
+        if not existed:
+            _fsync_dir(self.path.parent)
+
+    @staticmethod
+    def load(path: str | os.PathLike[str]) -> list[TrialRecord]:
+        """The records of the log at ``path`` (see :func:`load`); the file is not modified."""
+        return load(path)
+
+    @property
+    def records(self) -> tuple[TrialRecord, ...]:
+        return tuple(self._records)
+
+    def _write(self, data: bytes) -> None:
+        try:
+            self._file.write(data)
+            self._file.flush()
+            os.fsync(self._file.fileno())
+        except OSError as exc:
+            raise AutotuneError(f"cannot write to the trial log {self.path}: {exc}") from exc
+
+    def append(self, record: TrialRecord) -> None:
+        """Write ``record`` as one JSON line; it is on disk (flushed and fsync'd) when this returns."""
+        if self._file.closed:
+            raise AutotuneError(f"trial log {self.path} is closed")
+        line = json.dumps(record.to_json(), ensure_ascii=False) + "\n"
+        self._write(line.encode("utf-8"))
+        self._records.append(record)
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> TrialLog:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def _write_probe(path: Path, size: int) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, b"\0" * size)
+        os.fsync(fd)  # delayed allocation: a full disk may show only here
+    finally:
+        os.close(fd)
+
+
+def check_writable(directory: str | os.PathLike[str], probe_bytes: int = PROBE_BYTES) -> Path:
+    """Create ``directory`` (with parents) and prove it takes a few KB; return it.
+
+    Raises AutotuneError naming the directory when it cannot be created, is
+    not writable, or the disk is full, so a run fails before its first trial.
+    """
+    path = Path(directory)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise AutotuneError(f"cannot create the output directory {path}: {exc.strerror or exc}") from exc
+    probe = path / f".autotune-write-probe-{os.getpid()}"
+    try:
+        _write_probe(probe, probe_bytes)
+    except OSError as exc:
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        reason = "the disk is full" if full else (exc.strerror or str(exc))
+        raise AutotuneError(f"cannot write to the output directory {path}: {reason}") from exc
+    finally:
+        with contextlib.suppress(OSError):  # could not even remove it: the write error says why
+            probe.unlink(missing_ok=True)
+    return path

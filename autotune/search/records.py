@@ -1,0 +1,191 @@
+"""The record of one trial: a frozen, validated :class:`TrialRecord`, one line of ``trials.jsonl``.
+
+>>> rec = TrialRecord.from_measure(3, 0, (("tile", 4),), result, node="local", trace=sch.trace_json())
+>>> TrialRecord.from_json(rec.to_json()) == rec
+True
+
+``key`` identifies the schedule (a hash of its trace) so a resumed run never
+measures the same candidate twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, fields
+from typing import Any
+
+from ..measure.result import MeasureResult
+
+__all__ = ["TRIAL_STATUSES", "TrialRecord", "trace_key"]
+
+TRIAL_STATUSES = ("ok", "infeasible", "invalid", "wrong", "timeout", "crashed", "error")
+"""``ok``: correct and timed; ``infeasible``: does not fit the memory pools (not
+measured); ``invalid``: the knobs give no schedule (a ScheduleError); ``wrong``:
+differs from the reference; ``timeout``/``crashed``: the worker hung or died;
+``error``: the kernel could not be built."""
+
+_TIMES = ("median_ms", "min_ms", "iqr_ms")
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def trace_key(trace: str) -> str:
+    """A stable hash (hex sha256) of a trace, insensitive to the JSON's whitespace and key order."""
+    try:
+        text = json.dumps(json.loads(trace), sort_keys=True, separators=(",", ":"))
+    except ValueError:
+        text = trace
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_float(name: str, value: Any, finite: bool = True) -> None:
+    if value is None:
+        return
+    if not _is_number(value) or (finite and not math.isfinite(value)):
+        raise ValueError(
+            f"TrialRecord: {name} must be a {'finite ' if finite else ''}number or null, got {value!r}"
+        )
+    if value < 0:
+        raise ValueError(f"TrialRecord: {name} must be >= 0, got {value!r}")
+
+
+def _is_size(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _check_int(name: str, value: Any, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"TrialRecord: {name} must be an int >= 0, got {value!r}")
+
+
+def _check_pairs(name: str, pairs: Any, value_ok: Any, expected: str) -> None:
+    if not isinstance(pairs, tuple) or not all(isinstance(p, tuple) and len(p) == 2 for p in pairs):
+        raise ValueError(f"TrialRecord: {name} must be a tuple of (name, value) pairs, got {pairs!r}")
+    names = [p[0] for p in pairs]
+    if not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
+        raise ValueError(f"TrialRecord: {name} names must be distinct strings, got {names!r}")
+    for key, value in pairs:
+        if not value_ok(value):
+            raise ValueError(f"TrialRecord: {name}[{key!r}] must be {expected}, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class TrialRecord:
+    """One trial: its knobs, what became of it and its figures.
+
+    ``trial`` numbers trials from 0 in proposal order; ``round`` is the batch
+    it was proposed in. ``knobs`` are the sampled ``(name, JSON scalar)``
+    pairs; ``reason`` is the failure's text ("" when ``ok``). Times are
+    milliseconds (``ok`` only); ``max_abs_err`` may be NaN or infinite (it is
+    written as JSON ``NaN``/``Infinity``). ``peak_bytes`` is the planned peak
+    workspace and ``pool_bytes`` the bytes used per pool; ``predicted_ms`` the
+    cost model's guess; ``node`` where it ran; ``trace`` the schedule's trace JSON.
+    """
+
+    trial: int
+    round: int
+    knobs: tuple[tuple[str, Any], ...]
+    status: str
+    reason: str = ""
+    median_ms: float | None = None
+    min_ms: float | None = None
+    iqr_ms: float | None = None
+    max_abs_err: float | None = None
+    peak_bytes: int | None = None
+    pool_bytes: tuple[tuple[str, int], ...] = ()
+    predicted_ms: float | None = None
+    compile_s: float | None = None
+    node: str = ""
+    trace: str = ""
+
+    def __post_init__(self) -> None:
+        _check_int("trial", self.trial)
+        _check_int("round", self.round)
+        _check_int("peak_bytes", self.peak_bytes, allow_none=True)
+        _check_pairs("knobs", self.knobs, lambda v: isinstance(v, _SCALARS), "a JSON scalar")
+        _check_pairs("pool_bytes", self.pool_bytes, _is_size, "an int >= 0")
+        for name in ("reason", "node", "trace"):
+            if not isinstance(getattr(self, name), str):
+                raise ValueError(f"TrialRecord: {name} must be a string, got {getattr(self, name)!r}")
+        for name in (*_TIMES, "predicted_ms", "compile_s"):
+            _check_float(name, getattr(self, name))
+        _check_float("max_abs_err", self.max_abs_err, finite=False)
+        self._check_status()
+
+    def _check_status(self) -> None:
+        if self.status not in TRIAL_STATUSES:
+            raise ValueError(f"TrialRecord: status must be one of {TRIAL_STATUSES}, got {self.status!r}")
+        timed = [getattr(self, name) is not None for name in _TIMES]
+        if self.status == "ok":
+            if not all(timed):
+                raise ValueError("TrialRecord: an 'ok' trial needs median_ms, min_ms and iqr_ms")
+            if self.min_ms > self.median_ms:  # type: ignore[operator]
+                raise ValueError(f"TrialRecord: min_ms {self.min_ms} exceeds median_ms {self.median_ms}")
+            return
+        if any(timed):
+            raise ValueError(f"TrialRecord: a {self.status!r} trial is not timed")
+        if not self.reason:
+            raise ValueError(f"TrialRecord: a {self.status!r} trial needs a reason")
+
+    @property
+    def key(self) -> str:
+        """The identity of the schedule: :func:`trace_key` of ``trace``."""
+        return trace_key(self.trace)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @classmethod
+    def from_measure(
+        cls, trial: int, round: int, knobs: tuple[tuple[str, Any], ...], result: MeasureResult, **extra: Any
+    ) -> TrialRecord:
+        """The record of a measured trial; ``extra`` gives the other fields (node, trace, peak_bytes...)."""
+        reason = result.error if result.status != "wrong" else f"max_abs_err {result.max_abs_err:g}"
+        return cls(
+            trial=trial,
+            round=round,
+            knobs=knobs,
+            status=result.status,
+            reason=extra.pop("reason", reason),
+            median_ms=result.median_ms,
+            min_ms=result.min_ms,
+            iqr_ms=result.iqr_ms,
+            max_abs_err=result.max_abs_err,
+            compile_s=result.compile_s,
+            **extra,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict: the pairs become objects, in their order."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["knobs"] = dict(self.knobs)
+        data["pool_bytes"] = dict(self.pool_bytes)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Any) -> TrialRecord:
+        """The record :meth:`to_json` gave; ValueError names the missing, unknown or bad field."""
+        if not isinstance(data, dict):
+            raise ValueError(f"TrialRecord: expected a JSON object, got {type(data).__name__}")
+        names = [f.name for f in fields(cls)]
+        unknown = sorted(set(data) - set(names))
+        if unknown:
+            raise ValueError(f"TrialRecord: unknown field(s) {', '.join(unknown)}")
+        missing = [n for n in ("trial", "round", "knobs", "status") if n not in data]
+        if missing:
+            raise ValueError(f"TrialRecord: missing field(s) {', '.join(missing)}")
+        values = dict(data)
+        for name in ("knobs", "pool_bytes"):
+            if name in values:
+                if not isinstance(values[name], dict):
+                    raise ValueError(f"TrialRecord: {name} must be a JSON object, got {values[name]!r}")
+                values[name] = tuple(values[name].items())
+        return cls(**values)

@@ -1,0 +1,207 @@
+"""The knob space: a YAML file (``search_spaces/*.yaml``) + a workload -> :class:`SearchSpace`.
+
+A space file names a schedule *family* and says, per knob, what to search::
+
+    name: cascade
+    family: cascade          # cascade (space_cascade.py) or gemm (space_gemm.py)
+    max_tile: 32             # the largest derived tile (optional)
+    knobs:
+      tile_rows: derive      # the choices derived from the workload (also what an omitted knob gets)
+      at_*: {choices: [tile, root]}     # narrow (the order sets the default: the first choice)
+      vectorize: {value: true}          # fix
+      mode_pool1: [rolling, recompute]  # a list is short for {choices: [...]}
+
+Per-stage knobs (``at_<stage>``) are named after the function's blocks; a glob
+key such as ``at_*`` applies to all of them. A knob with one choice is fixed.
+``SearchSpace.apply(func, assignment)`` builds the schedule through Schedule
+methods only; ``sch.trace_json()`` is what a trial records.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from math import prod
+from pathlib import Path
+from typing import Any
+
+from .. import ir
+from ..config import Section, YamlDoc, describe_value, read_yaml, suggest
+from ..errors import ConfigError
+from ..memory import Pool
+from ..schedule import Schedule
+from ..workloads import Workload
+from .space_cascade import CascadeFamily
+from .space_family import Domain, Family, same_value
+from .space_gemm import GemmFamily
+
+__all__ = ["FAMILIES", "Knob", "SearchSpace", "load_space", "register_family"]
+
+FAMILIES: dict[str, Family] = {}
+
+
+def register_family(family: Family) -> Family:
+    """Make ``family`` available to space files under ``family.name``."""
+    if family.name in FAMILIES:
+        raise ValueError(f"space family {family.name!r} is registered twice")
+    FAMILIES[family.name] = family
+    return family
+
+
+register_family(CascadeFamily())
+register_family(GemmFamily())
+
+
+def _json_scalar(value: Any) -> bool:
+    return isinstance(value, (int, str, bool)) and not (isinstance(value, int) and abs(value) > 2**53)
+
+
+@dataclass(frozen=True)
+class Knob:
+    """A knob and its choices (JSON scalars), the first being the default."""
+
+    name: str
+    choices: tuple[Any, ...]
+
+    def __post_init__(self) -> None:
+        if not self.choices or not all(_json_scalar(c) for c in self.choices):
+            raise ValueError(
+                f"knob {self.name!r}: choices must be a non-empty tuple of int, str or bool, got {self.choices!r}"
+            )
+
+    def __contains__(self, value: Any) -> bool:
+        return any(same_value(value, c) for c in self.choices)
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """The knobs to search, the fixed values, and the family that turns them into a schedule."""
+
+    name: str
+    knobs: tuple[Knob, ...]
+    fixed: tuple[tuple[str, Any], ...]
+    family: str = "cascade"
+    source: str = field(default="", compare=False)
+
+    def default(self) -> dict[str, Any]:
+        """The first choice of each knob."""
+        return {k.name: k.choices[0] for k in self.knobs}
+
+    def size(self) -> int:
+        """The number of assignments (some may give the same schedule or be impossible)."""
+        return prod(len(k.choices) for k in self.knobs)
+
+    def values(self, assignment: Mapping[str, Any]) -> dict[str, Any]:
+        """Every knob's value: ``assignment`` over the defaults and fixed values; ValueError outside the space."""
+        knobs = {k.name: k for k in self.knobs}
+        fixed = dict(self.fixed)
+        values = {**fixed, **self.default()}
+        for name, value in assignment.items():
+            if name not in values:
+                raise ValueError(f"space {self.name!r}: unknown knob {name!r}{suggest(name, sorted(values))}")
+            if name in knobs and value not in knobs[name]:
+                raise ValueError(
+                    f"space {self.name!r}: knob {name!r} has choices {list(knobs[name].choices)}, got {value!r}"
+                )
+            if name in fixed and not same_value(value, fixed[name]):
+                raise ValueError(
+                    f"space {self.name!r}: knob {name!r} is fixed to {fixed[name]!r}, got {value!r}"
+                )
+            values[name] = value
+        return values
+
+    def apply(self, func: ir.Func, assignment: Mapping[str, Any]) -> Schedule:
+        """The schedule of ``assignment`` (missing knobs take their default); ScheduleError if impossible."""
+        return FAMILIES[self.family].apply(func, self.values(assignment))
+
+
+# ---------------------------------------------------------------- loading
+
+
+def load_space(path: str | Path, workload: Workload, pools: Sequence[Pool] = ()) -> SearchSpace:
+    """Read a space file and derive its knobs for ``workload`` (and the pool names, for pool knobs).
+
+    Raises ConfigError naming the file, line and field: an unknown family or
+    knob (with the closest name), a choice the knob cannot take, a family that
+    does not fit the workload.
+    """
+    doc = read_yaml(path)
+    top = Section(doc, (), doc.data, ("name", "family", "max_tile", "knobs"), required=("family",))
+    family = FAMILIES[top.choice("family", sorted(FAMILIES), "")]
+    max_tile = top.integer("max_tile", family.max_tile)
+    try:
+        domains = family.domains(workload.func, [p.name for p in pools], max_tile)
+    except ConfigError as err:
+        raise doc.error(("family",), f"{err} (workload {workload.name!r})") from None
+    specs = top.get("knobs") or {}
+    if not isinstance(specs, dict):
+        raise top.error(
+            "knobs",
+            "expected a mapping of knob names to derive, [choices], {choices: [...]} or {value: ...}",
+            specs,
+        )
+    _check_keys(doc, specs, domains, family)
+    knobs: list[Knob] = []
+    fixed: list[tuple[str, Any]] = []
+    for domain in domains:
+        key = _key_for(domain.name, specs)
+        choices = _choices(doc, ("knobs", key), specs.get(key, "derive"), domain)
+        if len(choices) == 1:
+            fixed.append((domain.name, choices[0]))
+        else:
+            knobs.append(Knob(domain.name, choices))
+    name = top.text("name", Path(path).stem)
+    return SearchSpace(name, tuple(knobs), tuple(fixed), family.name, str(path))
+
+
+def _is_pattern(key: str) -> bool:
+    return any(ch in key for ch in "*?[")
+
+
+def _key_for(name: str, specs: Mapping[str, Any]) -> str:
+    """The key of ``specs`` that sets knob ``name``: its own name, else the first glob matching it."""
+    if name in specs:
+        return name
+    return next((k for k in specs if _is_pattern(k) and fnmatch.fnmatchcase(name, k)), name)
+
+
+def _check_keys(doc: YamlDoc, specs: Mapping[Any, Any], domains: Sequence[Domain], family: Family) -> None:
+    names = [d.name for d in domains]
+    for key in specs:
+        if not isinstance(key, str):
+            raise doc.error(("knobs", key), f"expected a knob name, got {describe_value(key)}")
+        if key in names or key in family.patterns:
+            continue
+        if _is_pattern(key) and any(fnmatch.fnmatchcase(n, key) for n in names):
+            continue
+        raise doc.error(("knobs", key), f"unknown knob{suggest(key, [*names, *family.patterns])}")
+
+
+def _choices(doc: YamlDoc, where: tuple[str, ...], spec: Any, domain: Domain) -> tuple[Any, ...]:
+    """The choices a knob spec gives: ``derive``, a list, ``{choices: [...]}`` or ``{value: x}``."""
+    if spec is None or spec == "derive":
+        return domain.derived
+    at: tuple[str | int, ...] = where
+    if isinstance(spec, dict):
+        sec = Section(doc, where, spec, ("choices", "value"))
+        if len(spec) != 1:
+            raise doc.error(where, "expected exactly one of 'choices' or 'value'")
+        if "value" in spec:
+            spec, at = [spec["value"]], (*where, "value")
+        else:
+            spec, at = sec.get("choices"), (*where, "choices")
+    if not isinstance(spec, list) or not spec:
+        raise doc.error(
+            at,
+            f"expected 'derive', a non-empty list of choices, {{choices: [...]}} or {{value: ...}}, got {describe_value(spec)}",
+        )
+    for i, choice in enumerate(spec):
+        if not domain.accepts(choice):
+            raise doc.error(
+                (*at, i) if at[-1] != "value" else at,
+                f"expected {domain.expected}, got {describe_value(choice)}",
+            )
+        if any(same_value(choice, c) for c in spec[:i]):
+            raise doc.error((*at, i), f"{describe_value(choice)} is listed twice")
+    return tuple(spec)

@@ -1,0 +1,248 @@
+"""The ``cascade`` family: a chain of stages computed tile by tile at the row loop of its last stage.
+
+The stages come from the function, in program order. The *last stage* is the
+latest block with a *row axis*: a spatial loop (extent > 1) whose iter var
+indexes exactly one dimension of each intermediate it reads, and so on back
+through every earlier stage (a pooling or convolution chain carries its rows
+from stage to stage; a global pool does not, so ``tiny_cnn`` cascades up to
+``pw2``). Later blocks stay where they are. Knobs::
+
+    tile_rows       rows of the last stage's output per tile (divisors of the rows and powers of two)
+    at_<stage>      root | tile: compute an intermediate stage at the tile loop
+    mode_<stage>    recompute | rolling: keep the overlapping rows (rolling_buffer) when at tile
+    pool_<stage>    the pool of the stage's buffer (set_pools) for every intermediate buffer
+    parallel        none | outer: split the tile loop in two halves run by prange
+    vectorize       mark the innermost non-reduction loop of the last stage
+
+``parallel: outer`` splits the row loop as ``[2, None, tile_rows]`` before any
+stage moves, so each half has its own tile loop and rolling windows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .. import ir
+from ..errors import ConfigError
+from ..schedule import Schedule
+from .space_family import Domain, Family, bound_var, choice_domain, divisors, int_domain, loops_of
+
+__all__ = ["Cascade", "CascadeFamily", "analyze_cascade"]
+
+
+@dataclass(frozen=True)
+class Cascade:
+    """What the knobs of a cascade act on, read from the function."""
+
+    last: str
+    movable: tuple[str, ...]
+    """Intermediate stages, in program order, that only cascade stages read: they may move to the tile loop."""
+    rollable: tuple[str, ...]
+    """Movable stages whose rows overlap from tile to tile (a later stage reads through a window)."""
+    row_loop: str
+    rows: int
+    above: tuple[str, ...]
+    """The last stage's loops above its row loop; the tile loop moves above them when one is longer than 1."""
+    vector_loop: str
+    buffers: tuple[tuple[str, str], ...]
+    """``(block, buffer)`` for every block that writes an intermediate buffer, in program order."""
+
+
+def _written(block: ir.Block) -> ir.Buffer | None:
+    return block.writes[0].buffer if len(block.writes) == 1 else None
+
+
+def _store_dim(block: ir.Block, var: ir.Var) -> int | None:
+    """The dimension of its output that ``block`` stores at iter var ``var``."""
+    buf = _written(block)
+    store = next((s for s in ir.collect(block.body, ir.BufferStore) if s.buffer is buf), None)
+    if store is None:
+        return None
+    dims = [d for d, idx in enumerate(store.indices) if idx is var]
+    return dims[0] if len(dims) == 1 else None
+
+
+def _carried(block: ir.Block, var: ir.Var, buf: ir.Buffer) -> tuple[int, bool] | None:
+    """The one dimension of ``buf`` whose index in ``block``'s loads uses ``var``, and whether it is a window.
+
+    A window: the index also uses a reduction iter var (``v_y + v_rh``), so the
+    rows that consecutive tiles read overlap.
+    """
+    reduce = {iv.var for iv in block.iter_vars if iv.kind == "reduce"}
+    dims: set[int] = set()
+    window = False
+    for load in ir.collect(block.body, ir.BufferLoad):
+        if load.buffer is not buf:
+            continue
+        for d, idx in enumerate(load.indices):
+            used = ir.free_vars(idx)
+            if var in used:
+                dims.add(d)
+                window = window or bool(used & reduce)
+    return (dims.pop(), window) if len(dims) == 1 else None
+
+
+def _carries_rows(stages: Sequence[ir.Block], dim: int, intermediates: set[int]) -> set[int] | None:
+    """Whether output dimension ``dim`` of the last stage maps back through every earlier stage.
+
+    Returns the stages whose rows a later stage reads through a window (None: not a row axis).
+    """
+    writer = {id(_written(b)): i for i, b in enumerate(stages) if id(_written(b)) in intermediates}
+    want: dict[int, int] = {len(stages) - 1: dim}
+    windowed: set[int] = set()
+    for i in reversed(range(len(stages))):
+        if i not in want:
+            return None
+        block = stages[i]
+        var = _dim_var(block, want[i])
+        if var is None:
+            return None
+        for region in block.reads:
+            j = writer.get(id(region.buffer))
+            if j is None or j == i:
+                continue
+            found = _carried(block, var, region.buffer)
+            if found is None or want.setdefault(j, found[0]) != found[0]:
+                return None
+            if found[1]:
+                windowed.add(j)
+    return windowed
+
+
+def _dim_var(block: ir.Block, dim: int) -> ir.Var | None:
+    buf = _written(block)
+    store = next((s for s in ir.collect(block.body, ir.BufferStore) if s.buffer is buf), None)
+    if store is None or dim >= len(store.indices) or not isinstance(store.indices[dim], ir.Var):
+        return None
+    return store.indices[dim]  # type: ignore[return-value]
+
+
+def _row_loop(
+    func: ir.Func, stages: Sequence[ir.Block], intermediates: set[int]
+) -> tuple[ir.For, set[int]] | None:
+    """The outermost loop of the last stage that is a row axis of the whole chain, and the windowed stages."""
+    last = stages[-1]
+    for loop in loops_of(func, last):
+        iv = bound_var(last, loop)
+        if iv is None or iv.kind != "spatial" or (ir.as_int(loop.extent) or 1) < 2:
+            continue
+        dim = _store_dim(last, iv.var)
+        windowed = _carries_rows(stages, dim, intermediates) if dim is not None else None
+        if windowed is not None:
+            return loop, windowed
+    return None
+
+
+def analyze_cascade(func: ir.Func) -> Cascade:
+    """Find the last stage, its row loop and the stages that may move; ConfigError if there is none."""
+    blocks = [b for b in ir.collect(func.body, ir.Block) if b.name != "root"]
+    params = {id(p) for p in func.params}
+    intermediates = {
+        id(_written(b)) for b in blocks if _written(b) is not None and id(_written(b)) not in params
+    }
+    for end in reversed(range(len(blocks))):
+        stages = blocks[: end + 1]
+        if _written(stages[-1]) is None:
+            continue
+        found = _row_loop(func, stages, intermediates)
+        if found is not None:
+            return _describe(func, blocks, stages, *found, intermediates)
+    raise ConfigError(f"cascade: no block of '{func.name}' has a row loop that its producers carry")
+
+
+def _describe(
+    func: ir.Func,
+    blocks: list[ir.Block],
+    stages: list[ir.Block],
+    loop: ir.For,
+    windowed: set[int],
+    inter: set[int],
+) -> Cascade:
+    last = stages[-1]
+    names = {b.name for b in stages}
+    movable = []
+    last_window = max(windowed, default=-1)  # stages up to it have rows that consecutive tiles share
+    for block in stages[:-1]:
+        buf = _written(block)
+        readers = {b.name for b in blocks if b is not block and any(r.buffer is buf for r in b.reads)}
+        if buf is not None and id(buf) in inter and readers and readers <= names:
+            movable.append(block.name)
+    loops = loops_of(func, last)
+    above = tuple(f.loop_var.name for f in loops[: loops.index(loop)])
+    reduce_vars = {iv.var for iv in last.iter_vars if iv.kind == "reduce"}
+    spatial = [f for f in loops if not any(v in reduce_vars for v in _bound_vars(last, f))]
+    buffers = tuple(
+        (b.name, buf.name) for b in blocks if (buf := _written(b)) is not None and id(buf) in inter
+    )
+    return Cascade(
+        last=last.name,
+        movable=tuple(movable),
+        rollable=tuple(b.name for i, b in enumerate(stages[:-1]) if i <= last_window and b.name in movable),
+        row_loop=loop.loop_var.name,
+        rows=ir.as_int(loop.extent) or 1,
+        above=above if any((ir.as_int(f.extent) or 1) > 1 for f in loops[: loops.index(loop)]) else (),
+        vector_loop=spatial[-1].loop_var.name if spatial else loop.loop_var.name,
+        buffers=buffers,
+    )
+
+
+def _bound_vars(block: ir.Block, loop: ir.For) -> list[ir.Var]:
+    """The iter vars whose binding uses ``loop``'s variable."""
+    return [iv.var for iv, b in zip(block.iter_vars, block.bindings) if loop.loop_var in ir.free_vars(b)]
+
+
+def tile_choices(rows: int, cap: int) -> list[int]:
+    """Divisors of ``rows`` and powers of two, both up to ``min(rows, cap)``."""
+    top = min(rows, cap)
+    powers = [1 << k for k in range(top.bit_length()) if 1 << k <= top]
+    return sorted({*(d for d in divisors(rows) if d <= top), *powers})
+
+
+class CascadeFamily(Family):
+    """Tile a chain over the rows of its last stage (see the module docstring)."""
+
+    name = "cascade"
+    patterns = ("at_*", "mode_*", "pool_*")
+    max_tile = 32
+
+    def domains(self, func: ir.Func, pools: Sequence[str], max_tile: int) -> tuple[Domain, ...]:
+        c = analyze_cascade(func)
+        out = [int_domain("tile_rows", tile_choices(c.rows, max_tile), 1, c.rows)]
+        out += [choice_domain(f"at_{s}", ("tile", "root")) for s in c.movable]
+        out += [
+            choice_domain(f"mode_{s}", ("recompute", "rolling") if s in c.rollable else ("recompute",))
+            for s in c.movable
+        ]
+        if pools:
+            out += [choice_domain(f"pool_{block}", tuple(pools)) for block, _ in c.buffers]
+        out.append(choice_domain("parallel", ("none", "outer") if c.rows > 1 else ("none",)))
+        out.append(choice_domain("vectorize", (False, True)))
+        return tuple(out)
+
+    def apply(self, func: ir.Func, values: Mapping[str, Any]) -> Schedule:
+        c = analyze_cascade(func)
+        tile = values["tile_rows"]
+        sch = Schedule(func)
+        if values["parallel"] == "outer":
+            sch = sch.split(c.row_loop, [2, None, tile])
+        else:
+            sch = sch.split(c.row_loop, [None, tile])
+        outer, inner = sch.last[:-1], sch.last[-1]
+        if c.above:
+            sch = sch.reorder(*outer, *c.above)
+        tiled = [s for s in c.movable if values[f"at_{s}"] == "tile"]
+        for stage in reversed(tiled):
+            sch = sch.compute_at(stage, outer[-1])
+        for stage in tiled:
+            if values[f"mode_{stage}"] == "rolling":
+                sch = sch.rolling_buffer(stage, 0)
+        if len(outer) == 2:
+            sch = sch.parallel(outer[0])
+        if values["vectorize"]:
+            sch = sch.vectorize(inner if c.vector_loop == c.row_loop else c.vector_loop)
+        for block, buffer in c.buffers:
+            if f"pool_{block}" in values:
+                sch = sch.set_pools(block, buffer, [values[f"pool_{block}"]])
+        return sch

@@ -1,0 +1,117 @@
+"""A family of schedules: which knobs a workload has, and how an assignment of them becomes a schedule.
+
+A :class:`Family` reads the structure of a function (its blocks in program
+order, their loops and buffers) to derive a :class:`Domain` per knob, and turns
+a full assignment into a :class:`~autotune.schedule.Schedule` through Schedule
+methods only, so that the trace is the product. An impossible combination
+raises :class:`~autotune.errors.ScheduleError` from the primitive that refuses it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from .. import ir
+from ..schedule import Schedule
+
+__all__ = [
+    "Domain",
+    "Family",
+    "bound_var",
+    "choice_domain",
+    "divisors",
+    "int_domain",
+    "loops_of",
+    "same_value",
+]
+
+
+@dataclass(frozen=True)
+class Domain:
+    """One knob of one workload: its derived choices, and the test any other choice must pass."""
+
+    name: str
+    derived: tuple[Any, ...]
+    expected: str
+    accepts: Callable[[Any], bool]
+
+
+class Family(ABC):
+    """Derives the knobs of a workload and applies assignments of them."""
+
+    name: ClassVar[str]
+    patterns: ClassVar[tuple[str, ...]] = ()
+    """Glob keys a space file may use for per-stage knobs (``at_*``), even when a workload has none."""
+    max_tile: ClassVar[int] = 32
+    """The largest tile a derived tile knob offers, unless the space file says ``max_tile``."""
+
+    @abstractmethod
+    def domains(self, func: ir.Func, pools: Sequence[str], max_tile: int) -> tuple[Domain, ...]:
+        """The knobs of ``func``; ConfigError when the family does not fit the function."""
+
+    @abstractmethod
+    def apply(self, func: ir.Func, values: Mapping[str, Any]) -> Schedule:
+        """The schedule for a value of every knob; ScheduleError for an impossible combination."""
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Equal and of the same type (``True`` is not ``1``)."""
+    return type(a) is type(b) and a == b
+
+
+def choice_domain(name: str, options: Sequence[Any]) -> Domain:
+    """A knob that takes one of ``options`` (the first is the default)."""
+    options = tuple(options)
+    return Domain(
+        name,
+        options,
+        "one of " + ", ".join(map(repr, options)),
+        lambda v: any(same_value(v, o) for o in options),
+    )
+
+
+def int_domain(name: str, derived: Sequence[int], lo: int, hi: int) -> Domain:
+    """An integer knob from ``lo`` to ``hi``, offering ``derived`` unless narrowed."""
+    return Domain(
+        name,
+        tuple(derived),
+        f"an integer from {lo} to {hi}",
+        lambda v: isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi,
+    )
+
+
+def divisors(n: int) -> list[int]:
+    """The divisors of ``n`` in increasing order."""
+    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
+    return sorted({*small, *(n // d for d in small)})
+
+
+def loops_of(func: ir.Func, block: ir.Block) -> list[ir.For]:
+    """The loops around ``block``, outermost first."""
+    path: list[ir.For] = []
+
+    def walk(stmt: ir.Stmt, above: list[ir.For]) -> bool:
+        if stmt is block:
+            path.extend(above)
+            return True
+        if isinstance(stmt, ir.For):
+            return walk(stmt.body, [*above, stmt])
+        if isinstance(stmt, ir.SeqStmt):
+            return any(walk(s, above) for s in stmt.seq)
+        if isinstance(stmt, (ir.Block, ir.Allocate, ir.DeclBuffer)):
+            return walk(stmt.body, above)
+        return False
+
+    walk(func.body, [])
+    return path
+
+
+def bound_var(block: ir.Block, loop: ir.For) -> ir.IterVar | None:
+    """The iter var of ``block`` bound to exactly ``loop``'s variable, if any."""
+    for iv, binding in zip(block.iter_vars, block.bindings):
+        if binding is loop.loop_var:
+            return iv
+    return None

@@ -1,0 +1,141 @@
+"""The ``gemm`` family: tiles, loop order and staged operand tiles of a matrix product.
+
+The product is the first block that reduces over one iter var ``k`` and reads
+two operands, ``A`` indexed by a spatial ``m`` and ``k`` and ``B`` indexed by
+``k`` and a spatial ``n`` (``matmul``; also ``dense``). Knobs::
+
+    tile_m, tile_n, tile_k   tile sizes (divisors of the extents, up to max_tile)
+    order                    the order of the three tile loops, e.g. mnk; inside them i, k, j (j innermost)
+    cache_a, cache_b         stage the A / B tile in a buffer computed at the k tile loop (cache_read + compute_at)
+    double_buffer            double-buffer the staged tiles
+    parallel                 none | outer: prange over the m tile loop
+    vectorize                mark the innermost (n) loop
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .. import ir
+from ..errors import ConfigError
+from ..schedule import Schedule
+from .space_family import Domain, Family, choice_domain, divisors, int_domain, loops_of
+
+__all__ = ["Gemm", "GemmFamily", "analyze_gemm"]
+
+ORDERS = tuple("".join(p) for p in itertools.permutations("mnk"))
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """The product block, its loops over m, n and k, their extents and the operand buffers."""
+
+    block: str
+    loops: tuple[str, str, str]
+    extents: tuple[int, int, int]
+    a: str
+    b: str
+
+
+def _single_var(expr: ir.Expr) -> ir.Var | None:
+    return expr if isinstance(expr, ir.Var) else None
+
+
+def _operand_vars(block: ir.Block, buf: ir.Buffer) -> set[ir.Var] | None:
+    loads = [ld for ld in ir.collect(block.body, ir.BufferLoad) if ld.buffer is buf]
+    if not loads or any(ld.indices != loads[0].indices for ld in loads):
+        return None
+    found = [_single_var(i) for i in loads[0].indices]
+    return {v for v in found if v is not None}
+
+
+def _match(func: ir.Func, block: ir.Block) -> Gemm | None:
+    reduce = [iv.var for iv in block.iter_vars if iv.kind == "reduce"]
+    spatial = {iv.var for iv in block.iter_vars if iv.kind == "spatial"}
+    if len(reduce) != 1 or len(block.writes) != 1:
+        return None
+    k = reduce[0]
+    operands = [r.buffer for r in block.reads if r.buffer is not block.writes[0].buffer]
+    for a, b in itertools.permutations(operands, 2):
+        va, vb = _operand_vars(block, a), _operand_vars(block, b)
+        if va is None or vb is None or k not in va or k not in vb:
+            continue
+        ms, ns = (va - vb) & spatial, (vb - va) & spatial
+        if len(ms) == 1 and len(ns) == 1:
+            return _with_loops(func, block, (ms.pop(), ns.pop(), k), a.name, b.name)
+    return None
+
+
+def _with_loops(func: ir.Func, block: ir.Block, axes: tuple[ir.Var, ...], a: str, b: str) -> Gemm | None:
+    by_var = {iv.var: binding for iv, binding in zip(block.iter_vars, block.bindings)}
+    loops = {f.loop_var: f for f in loops_of(func, block)}
+    found = [loops.get(by_var[v]) if isinstance(by_var[v], ir.Var) else None for v in axes]  # type: ignore[call-overload]
+    if any(f is None for f in found):
+        return None
+    names = tuple(f.loop_var.name for f in found)  # type: ignore[union-attr]
+    extents = tuple(ir.as_int(f.extent) or 1 for f in found)  # type: ignore[union-attr]
+    return Gemm(block.name, names, extents, a, b)  # type: ignore[arg-type]
+
+
+def analyze_gemm(func: ir.Func) -> Gemm:
+    """The first matrix-product block of ``func``; ConfigError if there is none."""
+    for block in ir.collect(func.body, ir.Block):
+        if block.name != "root" and (found := _match(func, block)) is not None:
+            return found
+    raise ConfigError(f"gemm: '{func.name}' has no block computing A[m, k] * B[k, n] summed over k")
+
+
+def tile_choices(extent: int, cap: int) -> list[int]:
+    """Divisors of ``extent`` from 2 to ``cap`` (just the extent when there are none)."""
+    return [d for d in divisors(extent) if 2 <= d <= cap] or [min(extent, max(1, cap))]
+
+
+def _read_index(sch: Schedule, block: str, buffer: str) -> int:
+    blk = next(b for b in ir.collect(sch.func.body, ir.Block) if b.name == block)
+    return next(i for i, r in enumerate(blk.reads) if r.buffer.name == buffer)
+
+
+class GemmFamily(Family):
+    """Tile and stage a matrix product (see the module docstring)."""
+
+    name = "gemm"
+    max_tile = 64
+
+    def domains(self, func: ir.Func, pools: Sequence[str], max_tile: int) -> tuple[Domain, ...]:
+        g = analyze_gemm(func)
+        out = [
+            int_domain(f"tile_{axis}", tile_choices(n, max_tile), 1, n) for axis, n in zip("mnk", g.extents)
+        ]
+        out.append(choice_domain("order", ORDERS))
+        out += [choice_domain(name, (False, True)) for name in ("cache_a", "cache_b", "double_buffer")]
+        out.append(choice_domain("parallel", ("none", "outer") if g.extents[0] > 1 else ("none",)))
+        out.append(choice_domain("vectorize", (False, True)))
+        return tuple(out)
+
+    def apply(self, func: ir.Func, values: Mapping[str, Any]) -> Schedule:
+        g = analyze_gemm(func)
+        sch = Schedule(func)
+        outer: dict[str, str] = {}
+        inner: dict[str, str] = {}
+        for axis, loop in zip("mnk", g.loops):
+            sch = sch.split(loop, [None, values[f"tile_{axis}"]])
+            outer[axis], inner[axis] = sch.last
+        sch = sch.reorder(*(outer[a] for a in values["order"]), inner["m"], inner["k"], inner["n"])
+        staged = []
+        for flag, operand in (("cache_a", g.a), ("cache_b", g.b)):
+            if values[flag]:
+                sch = sch.cache_read(g.block, _read_index(sch, g.block, operand), "global")
+                staged.append(sch.last[0])
+        for stage in staged:
+            sch = sch.compute_at(stage, outer["k"])
+        if values["double_buffer"]:
+            for stage in staged:
+                sch = sch.double_buffer(stage)
+        if values["parallel"] == "outer":
+            sch = sch.parallel(outer["m"])
+        if values["vectorize"]:
+            sch = sch.vectorize(inner["n"])
+        return sch

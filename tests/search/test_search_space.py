@@ -1,0 +1,328 @@
+"""Search spaces: knobs derived from the workload, space-file errors, and assignments that apply or raise ScheduleError."""
+
+from __future__ import annotations
+
+import random
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autotune.config import SPACES_DIR
+from autotune.errors import ConfigError, PoolOverflowError, ScheduleError
+from autotune.lowering import lower
+from autotune.memory import Pool
+from autotune.schedule import Schedule
+from autotune.search.space import FAMILIES, Knob, SearchSpace, load_space
+from autotune.search.space_cascade import analyze_cascade
+from autotune.search.space_gemm import analyze_gemm
+from autotune.workloads import Workload, get
+
+POOLS = (Pool("dtcm", 64 * 1024), Pool("sram", 2 * 1024**2))
+BIG = (Pool("dtcm", 1 << 30), Pool("sram", 1 << 30))
+SMALL = {
+    "pool_chain": ("cascade", {"height": 36, "width": 36, "channels": 16}),
+    "bottleneck": ("cascade", {"height": 16, "width": 16, "cin": 4, "expand": 8}),
+    "resize_conv": ("cascade", {"channels": 2, "height": 32, "width": 32}),
+    "tiny_cnn": ("cascade", {"height": 32, "width": 32}),
+    "matmul": ("gemm", {"m": 32, "n": 48, "k": 64}),
+}
+
+
+def small(name: str) -> tuple[Workload, SearchSpace]:
+    space, params = SMALL[name]
+    wl = get(name, **params)
+    return wl, load_space(SPACES_DIR / f"{space}.yaml", wl, POOLS)
+
+
+def sample(space: SearchSpace, rng: random.Random) -> dict[str, Any]:
+    return {k.name: rng.choice(k.choices) for k in space.knobs}
+
+
+def write_space(text: str) -> Path:
+    path = Path(tempfile.mkdtemp()) / "space.yaml"
+    path.write_text(text)
+    return path
+
+
+# ---------------------------------------------------------------- derived knobs
+
+
+def test_pool_chain_knobs() -> None:
+    _, space = small("pool_chain")
+    assert space.name == "cascade" and space.family == "cascade"
+    assert space.knobs == (
+        Knob("tile_rows", (1, 2, 4, 8, 16, 32)),
+        Knob("at_pool1", ("tile", "root")),
+        Knob("mode_pool1", ("recompute", "rolling")),
+        Knob("pool_pool1", ("dtcm", "sram")),
+        Knob("parallel", ("none", "outer")),
+        Knob("vectorize", (False, True)),
+    )
+    assert space.fixed == ()
+    assert space.default() == {
+        "tile_rows": 1,
+        "at_pool1": "tile",
+        "mode_pool1": "recompute",
+        "pool_pool1": "dtcm",
+        "parallel": "none",
+        "vectorize": False,
+    }
+    assert space.size() == 192
+
+
+def test_stages_come_from_the_function() -> None:
+    tiny = analyze_cascade(get("tiny_cnn", height=32, width=32).func)
+    assert (tiny.last, tiny.movable, tiny.row_loop) == ("pw2", ("conv1", "dw1", "pw1", "dw2"), "y_4")
+    assert tiny.rollable == ("conv1", "dw1", "pw1")  # pw2 reads dw2 pointwise: no rows shared between tiles
+    assert [b for b, _ in tiny.buffers] == ["conv1", "dw1", "pw1", "dw2", "pw2", "gap"]
+    resize = analyze_cascade(get("resize_conv", channels=2, height=32, width=32).func)
+    assert (resize.last, resize.row_loop, resize.above, resize.rows) == ("conv", "y_1", ("n_1", "o"), 16)
+    bottleneck = analyze_cascade(get("bottleneck", height=16, width=16, cin=4, expand=8).func)
+    assert (bottleneck.movable, bottleneck.rollable, bottleneck.vector_loop) == (
+        ("expand", "depthwise"),
+        ("expand",),
+        "o_1",
+    )
+
+
+def test_bottleneck_fixes_what_cannot_vary() -> None:
+    _, space = small("bottleneck")
+    assert dict(space.fixed) == {"mode_depthwise": "recompute"}
+    assert Knob("tile_rows", (1, 2, 4, 8, 16)) in space.knobs
+
+
+def test_gemm_knobs() -> None:
+    _, space = small("matmul")
+    knobs = {k.name: k.choices for k in space.knobs}
+    assert knobs["tile_m"] == (2, 4, 8, 16, 32) and knobs["tile_k"] == (2, 4, 8, 16, 32, 64)
+    assert knobs["tile_n"] == (2, 3, 4, 6, 8, 12, 16, 24, 48)
+    assert knobs["order"] == ("mnk", "mkn", "nmk", "nkm")
+    assert knobs["vectorize"] == (True, False)
+    gemm = analyze_gemm(get("matmul", m=32, n=48, k=64).func)
+    assert (gemm.loops, gemm.extents, gemm.a, gemm.b) == (("i", "j", "k"), (32, 48, 64), "A", "B")
+
+
+def test_cascade_tiles_are_divisors_and_powers_of_two() -> None:
+    wl = get("bottleneck", height=112, width=112, cin=4, expand=8)
+    space = load_space(SPACES_DIR / "cascade.yaml", wl, ())
+    assert space.knobs[0] == Knob("tile_rows", (1, 2, 4, 7, 8, 14, 16, 28, 32))
+    assert not any(k.name.startswith("pool_") for k in space.knobs)  # no pools given, no pool knobs
+
+
+# ---------------------------------------------------------------- applying
+
+
+@pytest.mark.parametrize("name", list(SMALL))
+def test_every_assignment_applies_or_raises_schedule_error(name: str) -> None:
+    wl, space = small(name)
+    rng = random.Random(0)
+    applied = 0
+    for _ in range(50):
+        try:
+            space.apply(wl.func, sample(space, rng))
+            applied += 1
+        except ScheduleError:
+            pass
+    assert applied >= 10
+
+
+@pytest.mark.parametrize("name", list(SMALL))
+def test_default_applies_lowers_and_replays(name: str) -> None:
+    wl, space = small(name)
+    sch = space.apply(wl.func, {})
+    assert sch.trace and str(space.apply(wl.func, space.default()).func) == str(sch.func)
+    assert str(Schedule.replay(wl.func, sch.trace_json()).func) == str(sch.func)
+    assert lower(sch.func, pools=BIG).plan.total_peak >= 0
+
+
+@pytest.mark.parametrize("name", ["pool_chain", "bottleneck", "matmul"])
+def test_applied_schedules_lower_or_overflow(name: str) -> None:
+    wl, space = small(name)
+    rng = random.Random(1)
+    lowered = 0
+    while lowered < 4:
+        try:
+            sch = space.apply(wl.func, sample(space, rng))
+        except ScheduleError:
+            continue
+        try:
+            lower(sch.func, pools=POOLS)
+        except PoolOverflowError:
+            continue
+        lowered += 1
+
+
+def test_tiling_saves_memory() -> None:
+    wl, space = small("pool_chain")
+    whole = lower(wl.func, pools=BIG).plan.total_peak
+    tiled = lower(
+        space.apply(wl.func, {"tile_rows": 4, "mode_pool1": "rolling"}).func, pools=BIG
+    ).plan.total_peak
+    assert (whole, tiled) == (34 * 34 * 16 * 4, 6 * 34 * 16 * 4)
+
+
+def test_trace_of_a_cascade(golden: Any) -> None:
+    wl, space = small("pool_chain")
+    sch = space.apply(
+        wl.func,
+        {
+            "tile_rows": 4,
+            "mode_pool1": "rolling",
+            "parallel": "outer",
+            "vectorize": True,
+            "pool_pool1": "sram",
+        },
+    )
+    assert [step.op for step in sch.trace] == [
+        "split",
+        "compute_at",
+        "rolling_buffer",
+        "parallel",
+        "vectorize",
+        "set_pools",
+    ]
+    golden("search/space_pool_chain", str(sch.func))
+
+
+def test_rolling_without_overlap_is_a_schedule_error() -> None:
+    wl, space = small("bottleneck")
+    values = {**space.values({}), "mode_depthwise": "rolling"}  # the space itself fixes it to recompute
+    with pytest.raises(ScheduleError, match="rolling_buffer: no dimension of 'depthwise' overlaps"):
+        FAMILIES["cascade"].apply(wl.func, values)
+    with pytest.raises(
+        ConfigError, match=r"knobs\.mode_depthwise\[0\]: expected one of 'recompute', got 'rolling'"
+    ):
+        load_space(
+            write_space("family: cascade\nknobs:\n  mode_depthwise: [rolling, recompute]\n"), wl, POOLS
+        )
+
+
+def test_assignment_outside_the_space_is_a_value_error() -> None:
+    wl, space = small("pool_chain")
+    with pytest.raises(ValueError, match="unknown knob 'tile_row'; did you mean 'tile_rows'"):
+        space.apply(wl.func, {"tile_row": 4})
+    with pytest.raises(ValueError, match=r"knob 'tile_rows' has choices \[1, 2, 4, 8, 16, 32\], got 3"):
+        space.apply(wl.func, {"tile_rows": 3})
+    with pytest.raises(ValueError, match="got True"):
+        space.apply(wl.func, {"tile_rows": True})
+    _, bottleneck = small("bottleneck")
+    with pytest.raises(ValueError, match="knob 'mode_depthwise' is fixed to 'recompute', got 'rolling'"):
+        bottleneck.values({"mode_depthwise": "rolling"})
+    assert bottleneck.values({"mode_depthwise": "recompute"})["mode_depthwise"] == "recompute"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(SMALL))
+def test_applied_schedules_match_numpy(name: str) -> None:
+    from autotune.measure import measure
+
+    wl, space = small(name)
+    rng = random.Random(2)
+    checked = 0
+    while checked < 2:
+        try:
+            lw = lower(space.apply(wl.func, sample(space, rng)).func, pools=POOLS)
+        except (ScheduleError, PoolOverflowError):
+            continue
+        result = measure(lw.func, wl.reference, wl.make_inputs(0), lw.plan, warmup=0, repeats=1)
+        assert result.status == "ok", result
+        checked += 1
+
+
+# ---------------------------------------------------------------- space files
+
+
+def test_narrow_fix_and_globs() -> None:
+    wl, _ = small("bottleneck")
+    path = write_space(
+        "family: cascade\nknobs:\n  tile_rows: [8, 2]\n  at_*: {value: tile}\n  at_depthwise: [root, tile]\n"
+        "  mode_expand: {choices: [rolling]}\n  vectorize: {value: true}\n"
+    )
+    space = load_space(path, wl, POOLS[:1])
+    assert space.name == "space"
+    assert {k.name: k.choices for k in space.knobs} == {
+        "tile_rows": (8, 2),
+        "at_depthwise": ("root", "tile"),
+        "parallel": ("none", "outer"),
+    }
+    assert dict(space.fixed) == {
+        "at_expand": "tile",
+        "mode_expand": "rolling",
+        "mode_depthwise": "recompute",
+        "pool_expand": "dtcm",
+        "pool_depthwise": "dtcm",
+        "vectorize": True,
+    }
+
+
+SPACE_ERRORS = {
+    "a typo in a knob": (
+        "family: cascade\nknobs:\n  tile_row: derive\n",
+        "3: knobs.tile_row: unknown knob; did you mean 'tile_rows'?",
+    ),
+    "a typo in a stage": (
+        "family: cascade\nknobs:\n  at_pool: [tile]\n",
+        "3: knobs.at_pool: unknown knob; did you mean 'at_pool1'?",
+    ),
+    "a bad glob": (
+        "family: cascade\nknobs:\n  a_*: [tile]\n",
+        "3: knobs.a_*: unknown knob; did you mean 'at_*'?",
+    ),
+    "an unknown family": (
+        "family: cascad\n",
+        "1: family: expected one of 'cascade', 'gemm', got 'cascad'; did you mean 'cascade'?",
+    ),
+    "no family": ("knobs: {}\n", "1: missing required field 'family'"),
+    "a bad choice": (
+        "family: cascade\nknobs:\n  at_pool1: {choices: [tile, inline]}\n",
+        "3: knobs.at_pool1.choices[1]: expected one of 'tile', 'root', got 'inline'",
+    ),
+    "a tile too large": (
+        "family: cascade\nknobs:\n  tile_rows:\n    - 4\n    - 33\n",
+        "5: knobs.tile_rows[1]: expected an integer from 1 to 32, got 33",
+    ),
+    "a bad value": (
+        "family: cascade\nknobs:\n  vectorize: {value: 1}\n",
+        "3: knobs.vectorize.value: expected one of False, True, got 1",
+    ),
+    "a repeated choice": (
+        "family: cascade\nknobs:\n  tile_rows: [4, 4]\n",
+        "3: knobs.tile_rows[1]: 4 is listed twice",
+    ),
+    "a bad spec": (
+        "family: cascade\nknobs:\n  tile_rows: 4\n",
+        "3: knobs.tile_rows: expected 'derive', a non-empty list of choices, {choices: [...]} or {value: ...}, got 4",
+    ),
+    "both choices and value": (
+        "family: cascade\nknobs:\n  tile_rows: {choices: [4], value: 4}\n",
+        "3: knobs.tile_rows: expected exactly one of 'choices' or 'value'",
+    ),
+    "a misspelt spec key": (
+        "family: cascade\nknobs:\n  tile_rows: {choice: [4]}\n",
+        "3: knobs.tile_rows.choice: unknown field; did you mean 'choices'?",
+    ),
+    "a pool that is not in the config": (
+        "family: cascade\nknobs:\n  pool_pool1: [l2]\n",
+        "3: knobs.pool_pool1[0]: expected one of 'dtcm', 'sram', got 'l2'",
+    ),
+    "a family that does not fit": (
+        "family: gemm\n",
+        "1: family: gemm: 'pool_chain' has no block computing A[m, k] * B[k, n] summed over k (workload 'pool_chain')",
+    ),
+    "malformed YAML": (
+        "family: cascade\nknobs: [\n",
+        "3:1: invalid YAML: expected the node content, but found '<stream end>'",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(SPACE_ERRORS))
+def test_bad_space_file(case: str) -> None:
+    text, expected = SPACE_ERRORS[case]
+    wl, _ = small("pool_chain")
+    path = write_space(text)
+    with pytest.raises(ConfigError) as err:
+        load_space(path, wl, POOLS)
+    assert str(err.value) == f"{path}:{expected}"

@@ -1,0 +1,224 @@
+"""The tuner end to end: a Ray run through the CLI, seeding, resume, failing candidates, peak limits.
+
+Most runs use :class:`InProcess`, an executor that measures in the test
+process (no worker start-up, and numba's disk cache is shared), to keep the
+module under a minute; one run goes through Ray with two workers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from autotune import cli
+from autotune.config import RunConfig, load_config
+from autotune.errors import AutotuneError, ConfigError
+from autotune.measure.result import MeasureResult
+from autotune.measure.task import MeasureTask, remeasure_tasks, run_task
+from autotune.search.executors import Executor
+from autotune.search.log import TrialLog
+from autotune.search.tuner import tune
+
+pytestmark = pytest.mark.slow
+
+WORKLOAD = {"name": "pool_chain", "args": {"height": 20, "width": 20, "channels": 8}}
+POOLS = [{"name": "dtcm", "size": "8KiB"}, {"name": "sram", "size": "2MiB"}]
+
+
+def write_config(tmp_path: Path, name: str = "run", **search: Any) -> Path:
+    """A small pool_chain config in ``tmp_path``; ``search`` overrides the search section."""
+    peak_limit = search.pop("peak_limit", "12KiB")
+    cfg = {
+        "name": name,
+        "workload": WORKLOAD,
+        "memory": {"pools": POOLS, "peak_limit": peak_limit},
+        "search": {
+            "space": "cascade",
+            "trials": 6,
+            "sampler": "tpe",
+            "cost_model": "xgboost",
+            "seed": 3,
+            "batch": 8,
+            "measure_per_round": 3,
+            **search,
+        },
+        "measure": {"warmup": 1, "repeats": 3, "timeout": "10s", "check": True},
+        "ray": {"address": None, "workers": 2},
+        "output": str(tmp_path / name),
+    }
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    return path
+
+
+class InProcess(Executor):
+    """Measures in this process; ``fail`` maps a task's position in a ``run`` call to a failure."""
+
+    name = "test-in-process"
+
+    def __init__(self, fail: dict[int, MeasureResult] | None = None) -> None:
+        self.workers = 1
+        self.fail = fail or {}
+        self.calls = 0
+
+    def run(self, tasks: Sequence[MeasureTask]) -> Iterator[tuple[int, MeasureResult, str]]:
+        for i, task in enumerate(tasks):
+            result = self.fail.get(self.calls)
+            self.calls += 1
+            yield i, result if result is not None else run_task(task), "test"
+
+    def remeasure(self, tasks: Sequence[MeasureTask], rounds: int) -> list[list[MeasureResult]]:
+        return remeasure_tasks(tasks, rounds)
+
+    def close(self) -> None:
+        pass
+
+
+def records(out: Path) -> list[Any]:
+    return TrialLog.load(out / "trials.jsonl")
+
+
+# ---------------------------------------------------------------- end to end, on Ray, through the CLI
+
+
+def test_ray_run_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg_path = write_config(tmp_path, "ray", trials=20)
+    out = tmp_path / "out"
+    argv = ["run", str(cfg_path), "--trials", "8", "--workers", "2", "--output", str(out), "--no-progress"]
+    assert cli.main(argv) == 0
+    printed = capsys.readouterr().out
+    logged = records(out)
+    assert len(logged) == 8 and len({r.trial for r in logged}) == 8
+    assert {r.node for r in logged if r.ok} - {""}  # measured on Ray nodes
+    for name in ("best.json", "best_ir.txt", "best_kernel.py", "report.md", "trials.parquet", "trials.csv",
+                 "convergence.png", "pareto.png", "pools.png"):  # fmt: skip
+        assert (out / name).stat().st_size > 0, name
+    best = json.loads((out / "best.json").read_text())
+    by_trial = {r.trial: r for r in logged}
+    assert by_trial[best["trial"]].status == "ok"
+    assert best["key"] not in {r.key for r in logged if r.status == "wrong"}
+    assert best["figures"]["peak_bytes"] <= 12 * 1024
+    assert best["speedup"] > 0 and best["memory_ratio"] > 0
+    assert "T.prim_func" in (out / "best_ir.txt").read_text()
+    assert "best: " in printed and "faster than the default schedule" in printed
+    assert "of its workspace" in printed or "its workspace" in printed
+    # the trace in best.json replays: `autotune show --trace` reads it
+    assert cli.main(["show", "pool_chain", "--param", "height=20", "--param", "width=20",
+                     "--param", "channels=8", "--trace", str(out / "best.json")]) == 0  # fmt: skip
+    # a second run into the same directory refuses to start
+    assert cli.main(argv) == 2
+    assert "already holds a run" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- seeding, cost models
+
+
+def round_zero(out: Path) -> list[tuple[Any, ...]]:
+    return sorted((r.trial, r.knobs, r.key, r.status) for r in records(out) if r.round == 0)
+
+
+def test_xgboost_and_none_propose_the_same_first_round(tmp_path: Path) -> None:
+    runs = {}
+    for model in ("xgboost", "none"):
+        cfg = load_config(
+            write_config(tmp_path, model, cost_model=model, trials=4, batch=4, measure_per_round=4)
+        )
+        result = tune(cfg, progress=False, executor=InProcess())
+        assert result.best.ok and (cfg.output / "best.json").exists()
+        runs[model] = round_zero(cfg.output)
+        assert len(records(cfg.output)) == 4
+    # the same proposals (two of them may give one schedule: it is measured once)
+    assert runs["xgboost"] == runs["none"]
+    assert len(runs["none"]) >= 2
+
+
+# ---------------------------------------------------------------- resume
+
+
+def identity(record: Any) -> Any:
+    """A trial's schedule (its trace key), or its knobs when it has none (invalid)."""
+    return record.knobs if record.status == "invalid" else record.key
+
+
+def test_resume_after_a_kill_measures_nothing_twice(tmp_path: Path) -> None:
+    cfg = load_config(write_config(tmp_path, "resume", trials=6))
+    tune(cfg, progress=False, executor=InProcess())
+    log = cfg.output / "trials.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    assert len(lines) == 6
+    log.write_bytes(b"".join(lines[:3]) + lines[3][: len(lines[3]) // 2])  # killed while writing trial 4
+    with pytest.raises(AutotuneError, match="already holds a run"):
+        tune(cfg, progress=False, executor=InProcess())
+    before = [identity(r) for r in records(cfg.output)]
+    assert len(before) == 3
+    executor = InProcess()
+    tune(cfg, resume=True, progress=False, executor=executor)
+    after = records(cfg.output)
+    assert len(after) == 6
+    ids = [identity(r) for r in after]
+    assert len(set(ids)) == 6 and ids[:3] == before
+    assert len({r.key for r in after if r.status != "invalid"}) == sum(r.status != "invalid" for r in after)
+    assert executor.calls == sum(1 for r in after[3:] if r.status not in ("infeasible", "invalid"))
+    assert len({r.trial for r in after}) == 6
+
+
+# ---------------------------------------------------------------- failing candidates
+
+
+def test_crashed_and_hung_candidates_are_trials(tmp_path: Path) -> None:
+    crash = MeasureResult.failure("crashed", "the worker died: exit code -11 (killed by SIGSEGV)")
+    hang = MeasureResult.failure("timeout", "no result after 30 s; the worker was killed")
+    wrong = MeasureResult(status="wrong", max_abs_err=3.0)
+    cfg = load_config(write_config(tmp_path, "failing", trials=6, cost_model="none", measure_per_round=6))
+    result = tune(cfg, progress=False, executor=InProcess({0: crash, 1: hang, 2: wrong}))
+    by_status = {r.status: r for r in records(cfg.output)}
+    assert by_status["crashed"].reason.startswith("the worker died")
+    assert by_status["timeout"].reason.startswith("no result")
+    assert by_status["wrong"].reason == "max_abs_err 3"
+    assert result.best.ok and result.best.key not in {
+        by_status[s].key for s in ("crashed", "timeout", "wrong")
+    }
+
+
+def test_every_candidate_failing_is_an_error_after_logging(tmp_path: Path) -> None:
+    crash = MeasureResult.failure("crashed", "the worker died: exit code -11")
+    cfg = load_config(write_config(tmp_path, "allbad", trials=3, cost_model="none", peak_limit=None))
+    with pytest.raises(
+        AutotuneError, match=r"no trial was ok \(\d crashed(, \d infeasible)?\); the reasons are in"
+    ):
+        tune(cfg, progress=False, executor=InProcess(dict.fromkeys(range(10), crash)))
+    assert len(records(cfg.output)) == 3
+
+
+# ---------------------------------------------------------------- peak limit
+
+
+def test_peak_limit_below_the_space_fails_fast(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg_path = write_config(tmp_path, "tight", peak_limit=1000)
+    pattern = (
+        r"^peak_limit 1,000 bytes is below anything the space reaches: the smallest peak found is "
+        r"1,728 bytes \(schedule: tile_rows=1, at_pool1=tile, .*\)$"
+    )
+    with pytest.raises(ConfigError, match=pattern):
+        tune(load_config(cfg_path), progress=False, executor=InProcess())
+    assert not (tmp_path / "tight" / "trials.jsonl").exists()
+    assert cli.main(["run", str(cfg_path), "--no-progress"]) == 2
+    assert capsys.readouterr().err.startswith("autotune: error: peak_limit 1,000 bytes is below")
+
+
+def test_infeasible_trials_carry_their_peak(tmp_path: Path) -> None:
+    cfg: RunConfig = load_config(write_config(tmp_path, "infeasible", trials=6, peak_limit="4KiB"))
+    tune(cfg, progress=False, executor=InProcess())
+    logged = records(cfg.output)
+    infeasible = [r for r in logged if r.status == "infeasible"]
+    assert infeasible, "the 4 KiB limit rules out most tiles"
+    for r in infeasible:
+        assert r.peak_bytes is not None and r.reason
+        assert r.peak_bytes > 4096 or "overflow" in r.reason
+        assert r.median_ms is None and r.node == ""
+    assert all(r.peak_bytes <= 4096 for r in logged if r.ok)
