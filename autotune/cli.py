@@ -22,7 +22,6 @@ exception is a bug and propagates.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -78,13 +77,7 @@ def _func(args: argparse.Namespace, wl: workloads.Workload) -> ir.Func:
     """The workload's function, scheduled by the steps of ``--trace`` when given."""
     if args.trace is None:
         return wl.func
-    try:
-        steps = load_trace(args.trace)
-    except OSError as exc:
-        raise ConfigError(f"--trace: cannot read {args.trace}: {exc.strerror or exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # load_trace does not wrap these
-        raise ConfigError(f"--trace: {args.trace} is not valid JSON: {exc}") from None
-    return Schedule.replay(wl.func, steps).func
+    return Schedule.replay(wl.func, load_trace(args.trace)).func
 
 
 def _lower(args: argparse.Namespace, func: ir.Func) -> Lowered:

@@ -166,7 +166,12 @@ class Schedule:
 
 
 def load_trace(path: str) -> tuple[tr.Step, ...]:
-    with open(path) as f:
-        text = f.read()
-    data = json.loads(text)
+    """The steps of a trace file: a trace document, or a ``best.json`` holding one under ``trace``."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, UnicodeDecodeError) as e:
+        raise ScheduleError("trace", f"{path}: cannot read ({e})") from None
+    except json.JSONDecodeError as e:
+        raise ScheduleError("trace", f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
     return tr.parse(data.get("trace", data) if isinstance(data, dict) else data, path)

@@ -137,7 +137,7 @@ def test_trace_that_does_not_apply_exits_2(tmp_path: Path, capsys: pytest.Captur
     assert err.startswith("autotune: error: split: trace step 0 does not apply")
 
 
-@pytest.mark.parametrize(("text", "message"), [(None, "cannot read"), ("{not json", "is not valid JSON")])
+@pytest.mark.parametrize(("text", "message"), [(None, "cannot read"), ("{not json", "not valid JSON")])
 def test_unreadable_trace_exits_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str | None, message: str
 ) -> None:
@@ -146,7 +146,7 @@ def test_unreadable_trace_exits_2(
         path.write_text(text)
     code, _, err = run(capsys, "show", *SMALL, "--trace", str(path))
     assert code == 2
-    assert err.startswith("autotune: error: --trace: ") and message in err
+    assert err.startswith(f"autotune: error: trace: {path}: ") and message in err
 
 
 @pytest.mark.parametrize(
