@@ -37,7 +37,8 @@ def _child(conn: Connection, args: tuple[Any, ...], kwargs: dict[str, Any]) -> N
         conn.close()
 
 
-def _exit_text(code: int | None) -> str:
+def exit_text(code: int | None) -> str:
+    """How a child process ended, naming the signal that killed it."""
     if code is not None and code < 0:
         try:
             return f"exit code {code} (killed by {signal.Signals(-code).name})"
@@ -85,7 +86,7 @@ def measure_in_subprocess(
             kind, payload = receiver.recv()
         except EOFError:
             proc.join()
-            return MeasureResult.failure("crashed", f"the worker died: {_exit_text(proc.exitcode)}")
+            return MeasureResult.failure("crashed", f"the worker died: {exit_text(proc.exitcode)}")
     finally:
         receiver.close()
     proc.join()

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
-import signal
 import time
 import traceback
 from abc import ABC, abstractmethod
@@ -40,6 +39,7 @@ from types import TracebackType
 from typing import Any, ClassVar
 
 from ..errors import ConfigError, MeasureError
+from ..measure.isolate import exit_text
 from ..measure.result import MeasureResult
 from ..measure.task import MeasureTask, remeasure_tasks, run_task
 
@@ -157,13 +157,6 @@ def _child_main(conn: Connection, job: str, args: tuple[Any, ...]) -> None:
         conn.close()
 
 
-def _exit_text(code: int | None) -> str:
-    if code is not None and code < 0:
-        try:
-            return f"exit code {code} (killed by {signal.Signals(-code).name})"
-        except ValueError:
-            pass
-    return f"exit code {code}"
 
 
 @dataclass
@@ -187,7 +180,7 @@ class _Child:
             kind, payload = self.conn.recv()
         except EOFError:
             self.proc.join()
-            reason = f"the worker died: {_exit_text(self.proc.exitcode)}"
+            reason = f"the worker died: {exit_text(self.proc.exitcode)}"
             return "crashed", MeasureResult.failure("crashed", reason)
         finally:
             self.conn.close()
