@@ -25,11 +25,12 @@ install: $(VENV)/.installed
 
 test: install
 	$(VENV)/bin/ruff check autotune tests
+	$(VENV)/bin/mypy autotune
 	$(PY) -m pytest
 
 lint: install
 	$(VENV)/bin/ruff check autotune tests
-	-$(VENV)/bin/mypy autotune
+	$(VENV)/bin/mypy autotune
 
 # Tune examples/small.yaml (pool_chain, 16 trials, 2 Ray workers) into out/small, from scratch
 # (about a minute on 2 cores): trials.jsonl, best.json, best_ir.txt, best_kernel.py, report.md + PNGs.

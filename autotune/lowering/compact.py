@@ -140,7 +140,7 @@ def compact_one(func: ir.Func, buf: ir.Buffer) -> ir.Func:
     shape = (*[p.extent for p in prefix_loops], *[ir.const(e) for e in extents])
     seps = tuple(s + len(prefix_loops) for s in buf.axis_separators)
     new = buf.with_(shape=tuple(shape), axis_separators=seps)
-    prefix = [simplify(ir.Sub(p.loop_var, p.min)) for p in prefix_loops]
+    prefix: list[ir.Expr] = [simplify(ir.Sub(p.loop_var, p.min)) for p in prefix_loops]
     func = _Rewrite(buf, new, [o for o, _ in box], prefix).visit(func)
     owner = allocating_block(func, new)
     assert owner is not None

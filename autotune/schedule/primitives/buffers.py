@@ -61,8 +61,11 @@ def annotate_buffer_access(func: ir.Func, block: str, buffer_index: int, access:
     full = tuple(n for n in ir.ann_get(ann, FULL_REGION_ANNOTATION, ()) if n != buf.name)
     ann = ir.ann_set(ann, FULL_REGION_ANNOTATION, full or None)
     new_regions = tuple(new_region if i == buffer_index else r for i, r in enumerate(regions))
-    changes = {"reads": new_regions} if access == "read" else {"writes": new_regions}
-    return replace_stmt(func, blk, replace(blk, annotations=ann, **changes)), ()
+    if access == "read":
+        new_blk = replace(blk, annotations=ann, reads=new_regions)
+    else:
+        new_blk = replace(blk, annotations=ann, writes=new_regions)
+    return replace_stmt(func, blk, new_blk), ()
 
 
 def _computed_at_loop(func: ir.Func, block: str, primitive: str) -> tuple[ir.Block, ir.For]:
