@@ -40,12 +40,13 @@ os.environ.setdefault("AUTOTUNE_CACHE_DIR", str(REPO / ".cache" / "autotune"))
 
 import numpy as np  # noqa: E402
 
-from autotune import ir, workloads  # noqa: E402
+from autotune import workloads  # noqa: E402
 from autotune.codegen import build  # noqa: E402
 from autotune.codegen.target import vector_width  # noqa: E402
 from autotune.lowering import Lowered, lower  # noqa: E402
 from autotune.measure import empty_outputs, measure, time_kernel  # noqa: E402
 from autotune.schedule import Schedule  # noqa: E402
+from autotune.schedule.recipes import cascade  # noqa: E402
 
 POOL_TILES = (1, 2, 4, 8)
 WORKSPACE_TARGET = 30  # the variant's workspace is at most 1/30 of the default's
@@ -66,21 +67,6 @@ NOTES = [
     "The default runs its stages in 0.46 / 2.2 / 4.4 ms: the cascades' depthwise nest is slower than the "
     "default's, which makes both cascades slower than the default.",
 ]
-
-
-def cascade(
-    func: ir.Func, consumer: str, producers: list[str], tile: int, rolling: tuple[str, ...] = ()
-) -> Schedule:
-    """Tile ``consumer``'s row loop by ``tile``; compute each producer (nearest first) at the tile loop."""
-    sch = Schedule(func)
-    rows = sch.get_loops(consumer)[1]
-    sch = sch.split(rows, [None, tile])
-    outer = sch.last[0]
-    for p in producers:
-        sch = sch.compute_at(p, outer)
-    for p in rolling:
-        sch = sch.rolling_buffer(p, 0)
-    return sch
 
 
 @dataclass

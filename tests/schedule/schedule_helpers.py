@@ -7,20 +7,6 @@ from dataclasses import replace
 import numpy as np
 
 from autotune import ir
-from autotune.schedule import Schedule
-
-
-def cascade(func: ir.Func, consumer: str, producers: list[str], tile: int, rolling: list[str] = ()) -> Schedule:
-    """Tile ``consumer``'s row loop by ``tile`` and compute each producer (last first) at the tile loop."""
-    sch = Schedule(func)
-    rows = sch.get_loops(consumer)[1]
-    sch = sch.split(rows, [None, tile])
-    outer = sch.last[0]
-    for p in producers:
-        sch = sch.compute_at(p, outer)
-    for p in rolling:
-        sch = sch.rolling_buffer(p, 0)
-    return sch
 
 
 def count_computations(func: ir.Func, block: str) -> tuple[ir.Func, np.ndarray]:

@@ -6,11 +6,12 @@ import re
 
 import numpy as np
 import pytest
-from schedule_helpers import allocations, cascade, count_computations
+from schedule_helpers import allocations, count_computations
 
 from autotune import workloads
 from autotune.errors import ScheduleError
 from autotune.schedule import Schedule
+from autotune.schedule.recipes import cascade
 
 
 @pytest.fixture(scope="module")

@@ -10,13 +10,14 @@ from __future__ import annotations
 import re
 
 import pytest
-from schedule_helpers import allocations, cascade
+from schedule_helpers import allocations
 
 from autotune import ir, te, workloads
 from autotune.errors import ConfigError, PoolOverflowError, ScheduleError
 from autotune.lowering import lower
 from autotune.memory import Pool
 from autotune.schedule import Schedule
+from autotune.schedule.recipes import cascade
 
 DTCM, SRAM = Pool("dtcm", 64 * 1024), Pool("sram", 2 * 1024 * 1024)
 POOLS = (DTCM, SRAM)
