@@ -22,6 +22,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -106,6 +108,28 @@ def _load_dispatcher(source: KernelSource, key: str, path: Path) -> Any:
         return dispatcher
 
 
+@contextmanager
+def _vectorizer(numba: ModuleType, mode: str) -> Iterator[None]:
+    """Compile with LLVM's loop vectoriser off and SLP on when ``mode`` is ``slp``.
+
+    numba reads ``config.LOOP_VECTORIZE``/``SLP_VECTORIZE`` each time it builds a
+    module pass manager, and its cheap pre-pass reads the codegen's ``_loopvect``;
+    both are set for the duration of one compile (under ``_LOCK``) and restored.
+    A cached kernel needs neither: the mode is part of its source, hence its key.
+    """
+    if mode != "slp":
+        yield
+        return
+    config = numba.core.config
+    codegen = numba.core.registry.cpu_target.target_context.codegen()
+    saved = (config.LOOP_VECTORIZE, config.SLP_VECTORIZE, codegen._loopvect)
+    config.LOOP_VECTORIZE, config.SLP_VECTORIZE, codegen._loopvect = False, True, False
+    try:
+        yield
+    finally:
+        config.LOOP_VECTORIZE, config.SLP_VECTORIZE, codegen._loopvect = saved
+
+
 class Kernel:
     """A compiled function: call it with the function's parameter arrays.
 
@@ -181,7 +205,7 @@ class Kernel:
         numba = _numba()
         start = time.perf_counter()
         try:
-            with _LOCK:
+            with _LOCK, _vectorizer(numba, self.kernel_source.vectorizer):
                 sig = tuple(numba.typeof(a) for a in (*arrays, *self.storage))
                 self.dispatcher.compile(sig)
         except Exception as exc:  # numba raises many types (TypingError, LoweringError, ...)

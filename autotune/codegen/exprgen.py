@@ -54,6 +54,11 @@ _NUMPY_TYPES = {
 }
 
 
+def _is_literal(text: str) -> bool:
+    """Whether ``text`` is an integer literal as this module writes them (``3``, ``(-3)``)."""
+    return re.fullmatch(r"\(?-?\d+\)?", text) is not None
+
+
 def py_ident(name: str) -> str:
     """``name`` made a valid Python identifier that is no keyword or reserved kernel name."""
     text = _IDENT.sub("_", name) or "v"
@@ -84,6 +89,10 @@ class Names:
             self.keep.append(obj)
         return name
 
+    def fresh(self, base: str) -> str:
+        """A new unique name from ``base``, bound to no object."""
+        return self.get(object(), base)
+
     def var(self, v: E.Var) -> str:
         return self.get(v, v.name)
 
@@ -97,17 +106,24 @@ class ExprWriter:
     def __init__(self, names: Names) -> None:
         self.names = names
         self.bound: dict[E.Var, str] = {}
+        self.values: dict[E.Var, int] = {}
+        self.registers: dict[ir.Buffer, list[str]] = {}
+        self.readonly: set[E.Var] = set()
+        self.cse: dict[str, str] | None = None
+        self.pending: list[str] = []
         self.scope: set[E.Var] = set()
         self.decls: dict[ir.Buffer, tuple[str, int]] = {}
         self.consts: dict[str, str] = {}
 
     # ---- environment ------------------------------------------------------
-    def bind(self, var: E.Var, text: str) -> None:
-        """Write ``var`` as ``text`` (an unrolled loop's constant) until :meth:`unbind`."""
-        self.bound[var] = text
+    def bind(self, var: E.Var, value: int) -> None:
+        """Write ``var`` as the constant ``value`` (an unrolled loop's) until :meth:`unbind`."""
+        self.bound[var] = str(value)
+        self.values[var] = value
 
     def unbind(self, var: E.Var) -> None:
         self.bound.pop(var, None)
+        self.values.pop(var, None)
 
     def declare(self, buf: ir.Buffer, name: str, split: int = 0) -> None:
         """Access ``buf`` through the kernel variable ``name``.
@@ -123,7 +139,9 @@ class ExprWriter:
 
     # ---- buffers ----------------------------------------------------------
     def access(self, buf: ir.Buffer, indices: tuple[E.Expr, ...]) -> str:
-        """``B[i, j]``, or ``B[bank][i, j]`` for a banked buffer."""
+        """``B[i, j]``, or ``B[bank][i, j]`` for a banked buffer, or a register's variable."""
+        if buf in self.registers:
+            return self.register(buf, indices)
         if buf not in self.decls:
             raise CodegenError(f"codegen: buffer {buf.name} is used outside its declaration")
         name, split = self.decls[buf]
@@ -131,7 +149,7 @@ class ExprWriter:
             raise CodegenError(
                 f"codegen: buffer {buf.name} has {buf.ndim} dimensions, indexed with {len(indices)}"
             )
-        inner = ", ".join(self.expr(i) for i in indices[split:])
+        inner = ", ".join(self.index(i) for i in indices[split:])
         if not split:
             return f"{name}[{inner}]"
         shape = buf.const_shape()[:split]
@@ -140,7 +158,55 @@ class ExprWriter:
             bank = E.Add(E.Mul(bank, E.IntImm(dim)), idx)
         if prod(shape) == 1:
             return f"{name}[0][{inner}]"
-        return f"{name}[{self.expr(bank)}][{inner}]"
+        return f"{name}[{self.index(bank)}][{inner}]"
+
+    def index(self, e: E.Expr) -> str:
+        """An array index: a loop variable or constant as is, anything else cast to ``np.uintp``.
+
+        numba wraps a signed index it cannot prove non-negative (``i < 0 ? i + n : i``)
+        on every access, which turns contiguous vector loads into gathers. Indices of
+        a lowered function are in bounds, hence non-negative, so the cast is exact.
+        """
+        text = self.expr(e)
+        if isinstance(e, E.IntImm) or (isinstance(e, E.Var) and e not in self.bound) or text.isdigit():
+            return text
+        if E.is_float(e.dtype):
+            return text  # not an index: numba rejects it, and the kernel fails to compile
+        return f"np.uintp({text})"
+
+    # ---- registers --------------------------------------------------------
+    def declare_registers(self, buf: ir.Buffer, names: list[str]) -> None:
+        """Access ``buf`` (a ``local`` allocation) as the scalar variables ``names``, row-major."""
+        self.registers[buf] = names
+
+    def register(self, buf: ir.Buffer, indices: tuple[E.Expr, ...]) -> str:
+        """The scalar variable of a register buffer at constant ``indices``."""
+        shape = buf.const_shape()
+        names = self.registers[buf]
+        if len(indices) != len(shape) or prod(shape) > len(names):
+            raise CodegenError(
+                f"codegen: local buffer {buf.name} of shape {shape} indexed with {len(indices)} indices "
+                f"over {len(names)} registers"
+            )
+        flat = 0
+        for idx, dim in zip(indices, shape):
+            value = self.constant_value(idx)
+            if value is None or not 0 <= value < dim:
+                raise CodegenError(
+                    f"codegen: local buffer {buf.name} lives in registers and needs constant in-bounds "
+                    f"indices, got {ir.to_text(idx)} (unroll the loops over it)"
+                )
+            flat = flat * dim + value
+        return names[flat]
+
+    def constant_value(self, e: E.Expr) -> int | None:
+        """The integer value of ``e`` with unrolled loop variables replaced by their values, or None."""
+        if not self.values:
+            return E.as_int(e)
+        from ..analysis import simplify
+
+        bound = {v: E.IntImm(k, v.dtype) for v, k in self.values.items()}
+        return E.as_int(simplify(ir.substitute(e, bound)))
 
     # ---- expressions ------------------------------------------------------
     def constant(self, value: float, dtype: str) -> str:
@@ -180,11 +246,18 @@ class ExprWriter:
             raise CodegenError(f"codegen: true division of integers ({ir.to_text(e)}); use //")
         # comparisons do not chain, so both sides of one are parenthesised at equal precedence
         left = prec + 1 if sym in _CMP else prec
-        ta, tb = self.expr(a, left), self.expr(b, prec + 1)
+        ta = self.expr(a, left)
+        # `a and b`, `a or b`: b runs only sometimes, so its loads are not shared
+        tb = self.lazy(b, prec + 1) if sym in ("and", "or") else self.expr(b, prec + 1)
         if (sym in "+-" and tb == "0") or (sym == "*" and tb == "1"):
             return self.expr(a, parent)  # an unrolled loop's `i + 0`
         if (sym == "+" and ta == "0") or (sym == "*" and ta == "1"):
             return self.expr(b, parent)
+        if sym in ("+", "-", "*") and _is_literal(ta) and _is_literal(tb):
+            value = {"+": int.__add__, "-": int.__sub__, "*": int.__mul__}[sym](int(ta.strip("()")), int(tb.strip("()")))
+            return str(value) if value >= 0 or parent == 0 else f"({value})"
+        if sym == "*" and (ta == "0" or tb == "0"):
+            return "0"
         text = f"{ta} {sym} {tb}"
         return f"({text})" if prec < parent else text
 
@@ -208,15 +281,56 @@ class ExprWriter:
         return self.names.var(e)
 
     def expr_BufferLoad(self, e: E.BufferLoad, parent: int) -> str:
-        return self.access(e.buffer, e.indices)
+        text = self.access(e.buffer, e.indices)
+        if self.cse is None or not self._immutable(e):
+            return text
+        name = self.cse.get(text)
+        if name is None:
+            name = self.cse[text] = self.names.fresh("ld")
+            self.pending.append(f"{name} = {text}")
+        return name
+
+    def _immutable(self, e: E.BufferLoad) -> bool:
+        """Whether the text of ``e`` names the same value throughout a straight-line region:
+        a read-only parameter at indices that read nothing that can change (a register, a
+        written buffer); ``A[idx_0]`` with a register ``idx_0`` is another element after
+        ``idx_0`` is assigned."""
+        return all(
+            load.buffer.data in self.readonly and load.buffer not in self.registers
+            for load in ir.collect(e, E.BufferLoad)
+        )
+
+    # ---- straight-line code ------------------------------------------------
+    def straight_line(self, on: bool) -> None:
+        """Start (or stop) sharing loads of read-only buffers between statements.
+
+        Inside fully unrolled loops, the copies of a statement load the same
+        elements again and again (a register tile's row of ``A``); each distinct
+        load becomes one local, written to :attr:`pending` before its first use.
+        Any loop or branch boundary ends the region.
+        """
+        self.cse = {} if on else None
+
+    def lazy(self, e: E.Expr, parent: int = 0) -> str:
+        """``e`` where it may not run (a select's branch, the right side of and/or): no shared loads."""
+        saved, self.cse = self.cse, None
+        try:
+            return self.expr(e, parent)
+        finally:
+            self.cse = saved
+
+    def take_pending(self) -> list[str]:
+        out, self.pending = self.pending, []
+        return out
 
     def expr_Not(self, e: E.Not, parent: int) -> str:
         text = f"not {self.expr(e.a, _NOT_PREC + 1)}"
         return f"({text})" if parent > _NOT_PREC else text
 
     def expr_Select(self, e: E.Select, parent: int) -> str:
-        # lazy: only the taken branch runs (a padded load outside its buffer sits in the other)
-        return f"({self.expr(e.true_value)} if {self.expr(e.cond)} else {self.expr(e.false_value)})"
+        # lazy: only the taken branch runs (a padded load outside its buffer sits in the other),
+        # so loads in the branches are never shared: a shared load runs before the statement
+        return f"({self.lazy(e.true_value)} if {self.expr(e.cond)} else {self.lazy(e.false_value)})"
 
     def expr_Cast(self, e: E.Cast, parent: int) -> str:
         value = self.expr(e.value)

@@ -28,8 +28,11 @@ from .exprgen import ExprWriter, Names, py_ident
 
 __all__ = ["KernelSource", "ParamArg", "StorageArg", "generate_source", "kernel_decorator"]
 
-UNROLL_LIMIT = 16
+UNROLL_LIMIT = 64
 """An ``unroll`` loop with a constant extent up to this becomes straight-line copies."""
+
+REGISTER_LIMIT = 1024
+"""The most elements a ``local`` allocation may have: past the register file, spills cost more than memory."""
 
 FASTMATH_FLAGS = ("afn", "arcp", "contract", "nsz", "reassoc")
 """LLVM fast-math flags of every kernel: ``fastmath=True`` minus ``nnan`` and ``ninf``,
@@ -97,6 +100,7 @@ class KernelSource:
     params: tuple[ParamArg, ...]
     storage: tuple[StorageArg, ...]
     parallel: bool
+    vectorizer: str = "loop"
 
     @property
     def arg_names(self) -> tuple[str, ...]:
@@ -120,6 +124,7 @@ class _Generator:
         self.exprs = ExprWriter(self.names)
         self.lines: list[str] = []
         self.storage: dict[E.Var, StorageArg] = {}
+        self.register_names: dict[E.Var, list[str]] = {}
         self.param_data: dict[E.Var, ir.Buffer] = {}
         self.parallel = False
         self.separated = {
@@ -128,6 +133,8 @@ class _Generator:
         for buf in func.params:
             self.exprs.declare(buf, self.names.buffer(buf))
             self.param_data.setdefault(buf.data, buf)
+        written = {st.buffer.data for st in ir.collect(func.body, ir.BufferStore)}
+        self.exprs.readonly = {b.data for b in func.params if b.data not in written}
 
     def emit(self, depth: int, text: str) -> None:
         self.lines.append("    " * depth + text)
@@ -150,23 +157,35 @@ class _Generator:
 
     def stmt_BufferStore(self, s: ir.BufferStore, depth: int) -> None:
         target = self.exprs.access(s.buffer, s.indices)
-        self.emit(depth, f"{target} = {self.exprs.expr(s.value)}")
+        value = self.exprs.expr(s.value)
+        for line in self.exprs.take_pending():
+            self.emit(depth, line)
+        self.emit(depth, f"{target} = {value}")
 
     def stmt_IfThenElse(self, s: ir.IfThenElse, depth: int) -> None:
+        cse = self.exprs.cse
+        self.exprs.straight_line(False)
         self.emit(depth, f"if {self.exprs.expr(s.condition)}:")
         self.stmt(s.then_case, depth + 1)
         if s.else_case is not None:
             self.emit(depth, "else:")
             self.stmt(s.else_case, depth + 1)
+        self.exprs.straight_line(cse is not None)
 
     def stmt_For(self, s: ir.For, depth: int) -> None:
         lo, ext = E.as_int(s.min), E.as_int(s.extent)
         if s.kind == ir.ForKind.UNROLLED and lo is not None and ext is not None and ext <= UNROLL_LIMIT:
+            outer = self.exprs.cse is not None
+            if not outer:
+                self.exprs.straight_line(True)
             for k in range(lo, lo + ext):
-                self.exprs.bind(s.loop_var, str(k))
+                self.exprs.bind(s.loop_var, k)
                 self.stmt(s.body, depth)
             self.exprs.unbind(s.loop_var)
+            if not outer:
+                self.exprs.straight_line(False)
             return
+        self.exprs.straight_line(False)
         if s.kind not in _RANGE:
             raise CodegenError(f"codegen: unknown loop kind {s.kind!r}")
         if s.kind == ir.ForKind.PARALLEL:
@@ -181,8 +200,12 @@ class _Generator:
         self.exprs.scope.add(s.loop_var)
         self.stmt(s.body, depth + 1)
         self.exprs.scope.discard(s.loop_var)
+        self.exprs.straight_line(False)
 
     def stmt_Allocate(self, s: ir.Allocate, depth: int) -> None:
+        if ir.ann_get(s.annotations, "scope") == ir.REGISTER_SCOPE:
+            self._registers(s, depth)
+            return
         if s.data not in self.storage:
             extents = tuple(E.as_int(e) for e in s.extents)
             if not extents or any(e is None or e <= 0 for e in extents):
@@ -195,6 +218,23 @@ class _Generator:
             alloc_name = s.data.name.removesuffix("_data") or s.data.name
             arg = self.names.var(s.data)
             self.storage[s.data] = StorageArg(arg, alloc_name, s.dtype, extents, s.annotations)  # type: ignore[arg-type]
+        self.stmt(s.body, depth)
+
+    def _registers(self, s: ir.Allocate, depth: int) -> None:
+        """A ``local`` allocation: one scalar variable per element, which LLVM keeps in registers."""
+        extents = [E.as_int(e) for e in s.extents]
+        n = prod(e or 0 for e in extents)
+        if any(e is None or e <= 0 for e in extents) or n > REGISTER_LIMIT:
+            raise CodegenError(
+                f"codegen: local allocation {s.data.name} of [{', '.join(str(e) for e in s.extents)}] must have "
+                f"constant extents and at most {REGISTER_LIMIT} elements (it lives in registers)"
+            )
+        base = self.names.var(s.data).removesuffix("_data")
+        names = [self.names.fresh(f"{base}_{k}") for k in range(n)]
+        self.register_names[s.data] = names
+        zero = self.exprs.constant(0.0, s.dtype) if E.is_float(s.dtype) else f"np.{s.dtype}(0)"
+        for k in range(0, n, 8):  # defined before any loop: numba types them once
+            self.emit(depth, "; ".join(f"{name} = {zero}" for name in names[k : k + 8]))
         self.stmt(s.body, depth)
 
     def _banked(self, s: ir.Allocate) -> bool:
@@ -210,7 +250,9 @@ class _Generator:
 
     def stmt_DeclBuffer(self, s: ir.DeclBuffer, depth: int) -> None:
         buf = s.buffer
-        if buf.data in self.storage:
+        if buf.data in self.register_names:
+            self.exprs.declare_registers(buf, self.register_names[buf.data])
+        elif buf.data in self.storage:
             self._decl_storage(buf, self.storage[buf.data], depth)
         elif buf.data in self.param_data:
             self._decl_param_alias(buf, self.param_data[buf.data], depth)
@@ -296,9 +338,13 @@ def generate_source(func: ir.Func, name: str | None = None) -> KernelSource:
     params = tuple(ParamArg(gen.names.buffer(b), b.name, _const_shape(b), b.dtype) for b in func.params)
     storage = tuple(gen.storage.values())
     args = ", ".join([p.arg for p in params] + [s.arg for s in storage])
+    vectorizer = str(ir.ann_get(func.attrs, ir.VECTORIZER_ATTR, "loop"))
+    if vectorizer not in ("loop", "slp"):
+        raise CodegenError(f"codegen: unknown vectorizer {vectorizer!r} (attribute {ir.VECTORIZER_ATTR})")
     lines = [
         f"# autotune kernel for function {func.name}",
         "# generated by autotune.codegen from the lowered IR; do not edit",
+        *(["# vectorizer: slp (compiled with LLVM's loop vectorizer off and SLP on)"] if vectorizer == "slp" else []),
         "import numba",
         "import numpy as np",
         "",
@@ -309,7 +355,7 @@ def generate_source(func: ir.Func, name: str | None = None) -> KernelSource:
     lines += ["", kernel_decorator(gen.parallel), f"def {kernel}({args}):"]
     lines += [f"    # {_arg_doc(p)}" for p in params] + [f"    # {_storage_doc(s)}" for s in storage]
     lines += gen.lines
-    return KernelSource(kernel, "\n".join(lines) + "\n", params, storage, gen.parallel)
+    return KernelSource(kernel, "\n".join(lines) + "\n", params, storage, gen.parallel, vectorizer)
 
 
 def _arg_doc(p: ParamArg) -> str:

@@ -135,9 +135,13 @@ class _Builder:
             yield key, self.build(value_node, (*path, key))  # type: ignore[arg-type]
 
     def scalar(self, node: yaml.ScalarNode) -> Any:
+        if node.tag not in self.scalars.yaml_constructors:  # `!!python/name:os.system ''`, `!mine x`
+            raise self.fail(node, f"unsupported tag {node.tag!r}")
         # PyYAML's scalar constructors fail in many ways on malformed input (`!!int ` is an IndexError).
         try:
             return self.scalars.construct_object(node, deep=True)
+        except yaml.MarkedYAMLError as err:  # its text ends with the quoted source line and a caret
+            raise self.fail(node, err.problem or err.context or type(err).__name__) from None
         except Exception as err:
             raise self.fail(node, str(err).splitlines()[-1] if str(err) else type(err).__name__) from None
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .buffer import Buffer, BufferRegion, Range, decl_buffer, dtype_bytes
+from .buffer import REGISTER_SCOPE, Buffer, BufferRegion, Range, decl_buffer, dtype_bytes
 from .expr import (
     BOOL,
     EQ,
@@ -50,6 +50,7 @@ from .functor import Transformer, Visitor, collect, free_vars, post_order_visit,
 from .printer import to_text
 from .stmt import (
     TRUE,
+    VECTORIZER_ATTR,
     Allocate,
     Annotations,
     Block,

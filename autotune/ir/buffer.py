@@ -25,6 +25,10 @@ def dtype_bytes(dtype: str) -> int:
         raise ValueError(f"unknown dtype {dtype!r}") from None
 
 
+REGISTER_SCOPE = "local"
+"""The storage scope of buffers kept in registers: lowered to scalar variables, never planned in a pool."""
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Buffer(Node):
     """A buffer, compared by identity. Build one with :func:`decl_buffer`."""

@@ -129,6 +129,10 @@ class Block(Stmt):
     predicate: Expr = TRUE
 
 
+VECTORIZER_ATTR = "autotune.vectorizer"
+"""Function attribute: ``loop`` (default) or ``slp``, how LLVM vectorises the kernel (``set_vectorizer``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Func(Node):
     """A function over buffers: ``params`` are inputs followed by ``num_outputs`` outputs."""

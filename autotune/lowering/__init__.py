@@ -12,6 +12,8 @@
   parameters keep their logical shapes, flat aliases are declared inside;
 - ``simplify``: arithmetic simplification of every expression;
 - ``hoist_guards``: reduction inits and tile predicates leave the loops they do not depend on;
+- ``promote_accumulators``: a reduction's output element lives in a register (``local``
+  allocation) across its reduction loops, stored once after them;
 - ``plan_memory``: a pool and an offset for every allocation (``autotune.memory``).
 """
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 from .. import ir
 from ..memory import Pool
 from ..memory.lowering import plan_memory_pass
+from .accumulate import promote_accumulators
 from .blocks import lower_blocks
 from .compact import compact_buffers
 from .double_buffer import inject_double_buffer
@@ -37,6 +40,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("flatten_buffers", lambda f, o: flatten_buffers(f)),
     Pass("simplify", lambda f, o: simplify_func(f)),
     Pass("hoist_guards", lambda f, o: hoist_guards(f)),
+    Pass("promote_accumulators", lambda f, o: promote_accumulators(f)),
     Pass("plan_memory", plan_memory_pass),
 )
 

@@ -43,6 +43,8 @@ class _BlockLowerer(ir.Transformer):
             ann: ir.Annotations = ()
             if buf.name in pools:
                 ann = ir.ann_set(ann, POOLS_ANNOTATION, tuple(pools[buf.name]))
+            if buf.scope == ir.REGISTER_SCOPE:
+                ann = ir.ann_set(ann, "scope", ir.REGISTER_SCOPE)
             extents = tuple(ir.const(e) for e in buf.physical_shape())
             stmt = ir.Allocate(buf.data, buf.dtype, extents, stmt, ann)
         return stmt

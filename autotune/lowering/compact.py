@@ -134,7 +134,8 @@ def compact_one(func: ir.Func, buf: ir.Buffer) -> ir.Func:
         return func
     box = _box(buf, _region(func, buf, blocks, site))
     extents = [e for _, e in box]
-    prefix_loops = parallel if site is not None else []
+    # registers are private to each thread: no per-iteration copies for them
+    prefix_loops = parallel if site is not None and buf.scope != ir.REGISTER_SCOPE else []
     if extents == list(buf.const_shape()) and site is None and not prefix_loops:
         return func
     shape = (*[p.extent for p in prefix_loops], *[ir.const(e) for e in extents])

@@ -4,7 +4,10 @@ Two rewrites, applied from the innermost loop outwards:
 
 - first-iteration peeling: ``for r: (if r == r0 and c: init); update`` becomes
   ``(if c: init[r := r0]); for r: update`` when ``init`` does not use ``r`` (a
-  reduction's initialisation leaves the reduction loops);
+  reduction's initialisation leaves the reduction loops); also through a nest of
+  loops inside ``r`` (a register tile ``for k: for i: for j: (if k == 0: acc[i, j] = 0);
+  acc[i, j] += ...``: the inits' nest moves before ``for k``) when every access to the
+  initialised buffer in the updates is the initialised element;
 - invariant guards: ``for i: if c1 and c2: S`` becomes ``if c1: for i: if c2: S``
   for the conjuncts ``c1`` that do not use ``i`` (tile predicates leave the
   loops they do not depend on).
@@ -54,6 +57,65 @@ def _peel_first(f: ir.For) -> ir.Stmt | None:
     return ir.seq(_guard(rest, first.then_case), replace(f, body=ir.seq(*body.seq[1:])))
 
 
+def _split_nest(stmt: ir.Stmt, f: ir.For, nest: tuple[ir.For, ...] = ()) -> tuple[ir.Stmt, ir.Stmt] | None:
+    """A perfect nest ``for i: for j: (if f.var == min and c: X[I] = v); updates`` split into
+    ``(for i: for j: if c: X[I] = v, for i: for j: updates)``, or None.
+
+    Valid when the inner loops do not depend on ``f``'s variable, ``I`` and ``v`` do
+    not either, the init (with ``c``) reads no buffer the updates write, every access
+    of ``X`` in the updates is ``X[I]``, and every loop of
+    the nest either indexes ``X`` or runs the init on its first iteration only
+    (``c`` has ``i == min``): each element's initialisation then only has to come
+    before that element's first update. (With a loop ``r`` that does neither, the
+    original re-initialises the element on every ``r`` while ``f`` is at its first
+    iteration, discarding the updates made since.)
+    """
+    if isinstance(stmt, ir.For):
+        if _uses(stmt.min, f.loop_var) or _uses(stmt.extent, f.loop_var):
+            return None
+        inner = _split_nest(stmt.body, f, (*nest, stmt))
+        if inner is None:
+            return None
+        return replace(stmt, body=inner[0]), replace(stmt, body=inner[1])
+    if not isinstance(stmt, ir.SeqStmt) or len(stmt.seq) < 2:
+        return None
+    first = stmt.seq[0]
+    if not isinstance(first, ir.IfThenElse) or first.else_case is not None:
+        return None
+    init = first.then_case
+    terms = _conjuncts(first.condition)
+    is_first = [t for t in terms if isinstance(t, ir.EQ) and t.a is f.loop_var and t.b == f.min]
+    rest = [t for t in terms if not any(t is s for s in is_first)]
+    if not is_first or not isinstance(init, ir.BufferStore) or _uses(init, f.loop_var):
+        return None
+    if any(_uses(t, f.loop_var) for t in rest):
+        return None
+    indexed = set().union(*(ir.free_vars(i) for i in init.indices))
+    for loop in nest:
+        once = any(isinstance(t, ir.EQ) and t.a is loop.loop_var and t.b == loop.min for t in rest)
+        if loop.loop_var not in indexed and not once:
+            return None
+    updates = ir.seq(*stmt.seq[1:])
+    for node in ir.collect(updates, (ir.BufferLoad, ir.BufferStore)):
+        if node.buffer.data is init.buffer.data and (node.buffer is not init.buffer or node.indices != init.indices):
+            return None
+    written = {s.buffer.data for s in ir.collect(updates, ir.BufferStore)}
+    if any(load.buffer.data in written for load in ir.collect(first, ir.BufferLoad)):
+        return None  # the inits would no longer see the updates of the elements before theirs
+    return _guard(rest, init), updates
+
+
+def _peel_nested(f: ir.For) -> ir.Stmt | None:
+    """``for k: <nest with the init of a register tile>`` -> the inits' nest, then ``for k``."""
+    extent = ir.as_int(f.extent)
+    if extent is None or extent <= 0 or not isinstance(f.body, ir.For):
+        return None
+    split = _split_nest(f.body, f)
+    if split is None:
+        return None
+    return ir.seq(split[0], replace(f, body=split[1]))
+
+
 def _hoist_invariant(f: ir.For) -> ir.Stmt | None:
     body = f.body
     if not isinstance(body, ir.IfThenElse) or body.else_case is not None:
@@ -67,7 +129,7 @@ def _hoist_invariant(f: ir.For) -> ir.Stmt | None:
 
 
 def _rewrite(f: ir.For) -> ir.Stmt:
-    peeled = _peel_first(f)
+    peeled = _peel_first(f) or _peel_nested(f)
     if peeled is not None:
         return peeled
     hoisted = _hoist_invariant(f)

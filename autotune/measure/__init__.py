@@ -11,7 +11,7 @@ from .check import compare, tolerance
 from .isolate import measure_in_subprocess
 from .result import STATUSES, MeasureResult
 from .run import empty_outputs, measure, reference_outputs
-from .timing import time_kernel
+from .timing import time_kernel, timing_lock
 
 __all__ = [
     "STATUSES",
@@ -22,5 +22,6 @@ __all__ = [
     "measure_in_subprocess",
     "reference_outputs",
     "time_kernel",
+    "timing_lock",
     "tolerance",
 ]

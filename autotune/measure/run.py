@@ -19,7 +19,7 @@ from ..errors import CodegenError
 from ..memory import MemoryPlan
 from .check import compare
 from .result import MeasureResult
-from .timing import time_kernel
+from .timing import time_kernel, timing_lock
 
 __all__ = ["Reference", "empty_outputs", "measure", "reference_outputs"]
 
@@ -65,6 +65,7 @@ def measure(
     repeats: int = 10,
     check: bool = True,
     cache_dir: str | None = None,
+    lock_timing: bool = True,
 ) -> MeasureResult:
     """Build ``func_lowered``, run it once on ``inputs``, compare with the reference, time it.
 
@@ -72,6 +73,8 @@ def measure(
     with the reason; outputs that differ from the reference give ``wrong`` (not
     timed); otherwise ``ok`` with the median, min and IQR of ``repeats`` runs
     after ``warmup``. With ``check=False`` the reference is not consulted.
+    ``lock_timing`` holds the machine's :func:`~autotune.measure.timing.timing_lock`
+    for the warm-up and timed runs only (build, compile and check run unlocked).
     Crashes and timeouts need a separate process: see :func:`measure_in_subprocess`.
     """
     try:
@@ -91,7 +94,9 @@ def measure(
         ok, err = compare(outputs, reference_outputs(workload_or_reference, inputs))
         if not ok:
             return MeasureResult("wrong", max_abs_err=err, **fields)
-    median, low, iqr = time_kernel(_runner(kernel, args), warmup, repeats)
+    run = _runner(kernel, args)
+    with timing_lock(lock_timing):
+        median, low, iqr = time_kernel(run, warmup, repeats)
     return MeasureResult("ok", err, median, low, iqr, repeats, **fields)
 
 

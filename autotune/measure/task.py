@@ -48,7 +48,9 @@ class MeasureTask:
     ``workload`` is only a label). ``trace`` is ``Schedule.trace_json()``;
     ``pools`` are ``(name, bytes)`` pairs (empty: one unbounded pool).
     ``timeout`` bounds the timed part in seconds; executors add an allowance
-    for starting the worker and compiling.
+    for starting the worker and compiling. ``lock_timing`` (on by default)
+    times under the machine's :func:`~autotune.measure.timing.timing_lock`, so
+    that workers on one machine compile side by side but time one at a time.
     """
 
     workload: str
@@ -62,6 +64,7 @@ class MeasureTask:
     check: bool = True
     seed: int = 0
     timeout: float = 30.0
+    lock_timing: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.trace, str):
@@ -74,6 +77,8 @@ class MeasureTask:
                 raise MeasureError(f"MeasureTask: {name} must be an int >= 0, got {value!r}")
         if self.repeats < 1:
             raise MeasureError(f"MeasureTask: repeats must be >= 1, got {self.repeats}")
+        if not isinstance(self.lock_timing, bool):
+            raise MeasureError(f"MeasureTask: lock_timing must be a bool, got {self.lock_timing!r}")
         if (
             isinstance(self.timeout, bool)
             or not isinstance(self.timeout, (int, float))
@@ -177,6 +182,7 @@ def _measure_lowered(task: MeasureTask, prepared: _Prepared, lowered: Lowered) -
         warmup=task.warmup,
         repeats=task.repeats,
         check=task.check,
+        lock_timing=task.lock_timing,
     )
 
 

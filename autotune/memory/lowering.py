@@ -40,6 +40,7 @@ __all__ = [
     "annotate_plan",
     "bank_layout",
     "empty_plan",
+    "in_registers",
     "peak_memory",
     "plan_memory_pass",
     "plan_of",
@@ -105,6 +106,11 @@ def allocation_names(func: ir.Func) -> dict[ir.Var, str]:
     return names
 
 
+def in_registers(node: ir.Allocate) -> bool:
+    """Whether ``node`` is a ``local`` (register) allocation: scalar variables, in no pool."""
+    return ir.ann_get(node.annotations, "scope") == ir.REGISTER_SCOPE
+
+
 def _candidates(node: ir.Allocate) -> tuple[str, ...]:
     value = ir.ann_get(node.annotations, CANDIDATES, ())
     return (value,) if isinstance(value, str) else tuple(value)
@@ -118,7 +124,7 @@ def allocations_of(func: ir.Func) -> list[Allocation]:
     seen: set[ir.Var] = set()
     out: list[Allocation] = []
     for node in allocate_nodes(func):
-        if node.data in seen:
+        if node.data in seen or in_registers(node):
             continue
         seen.add(node.data)
         banks, elems = bank_layout(node)
@@ -139,6 +145,8 @@ class _Annotator(ir.Transformer):
 
     def visit_Allocate(self, node: ir.Allocate) -> ir.Allocate:
         body = self.visit(node.body)
+        if in_registers(node):
+            return replace(node, body=body)
         name = self.names[node.data]
         if _is_banked(node):
             banks, _ = bank_layout(node)

@@ -59,7 +59,7 @@ class Schedule:
         return tr.dumps(self.trace)
 
     # ---- application -------------------------------------------------------
-    def apply(self, op: str, **kwargs: Any) -> Schedule:
+    def apply(self, op: str, /, **kwargs: Any) -> Schedule:
         """Apply primitive ``op`` with JSON-able arguments (what a trace step holds)."""
         fn = PRIMITIVES.get(op)
         if fn is None:
@@ -150,6 +150,10 @@ class Schedule:
     def set_scope(self, block: str, buffer: str, scope: str) -> Schedule:
         return self.apply("set_scope", block=block, buffer=buffer, scope=scope)
 
+    def set_vectorizer(self, mode: str) -> Schedule:
+        """``loop`` (default) or ``slp``: how LLVM vectorises this kernel (see the primitive)."""
+        return self.apply("set_vectorizer", mode=mode)
+
     # ---- helpers -----------------------------------------------------------
     def _iter_vars(self, block: str, primitive: str) -> list[ir.Var]:
         return [iv.var for iv in get_block(self.func, block, primitive).iter_vars]
@@ -174,4 +178,6 @@ def load_trace(path: str) -> tuple[tr.Step, ...]:
         raise ScheduleError("trace", f"{path}: cannot read ({e})") from None
     except json.JSONDecodeError as e:
         raise ScheduleError("trace", f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    except (RecursionError, ValueError) as e:
+        raise ScheduleError("trace", f"{path}: not valid JSON ({tr.json_problem(e)})") from None
     return tr.parse(data.get("trace", data) if isinstance(data, dict) else data, path)

@@ -43,8 +43,23 @@ def _from_json(v: Any) -> Any:
     return v
 
 
-def make_step(op: str, outputs: tuple[str, ...] = (), **kwargs: Any) -> Step:
+def make_step(op: str, outputs: tuple[str, ...] = (), /, **kwargs: Any) -> Step:
+    # positional-only: a trace step may name an argument "op" or "outputs" (check_args rejects it)
     return Step(op, tuple(sorted((k, _from_json(_to_json(v))) for k, v in kwargs.items())), outputs)
+
+
+MAX_DEPTH = 32
+"""How deeply a step's argument may nest lists (index maps and regions need a handful)."""
+
+
+def _too_deep(v: Any, depth: int = 0) -> bool:
+    """Whether ``v`` nests lists deeper than :data:`MAX_DEPTH` (stops looking there: no RecursionError)."""
+    if not isinstance(v, (list, tuple, dict)):
+        return False
+    if depth >= MAX_DEPTH:
+        return True
+    items = v.values() if isinstance(v, dict) else v
+    return any(_too_deep(x, depth + 1) for x in items)
 
 
 def dumps(steps: tuple[Step, ...]) -> str:
@@ -67,7 +82,11 @@ def parse(data: Any, source: str = "trace") -> tuple[Step, ...]:
         outputs = raw.get("outputs", [])
         if not isinstance(outputs, list) or not all(isinstance(o, str) for o in outputs):
             raise ScheduleError("trace", f"{source}: step {i} 'outputs' must be a list of strings")
-        steps.append(make_step(raw["op"], tuple(outputs), **raw.get("args", {})))
+        args = raw.get("args", {})
+        deep = sorted(k for k, v in args.items() if _too_deep(v))
+        if deep:
+            raise ScheduleError("trace", f"{source}: step {i} argument {deep[0]!r} nests lists more than {MAX_DEPTH} deep")
+        steps.append(make_step(raw["op"], tuple(outputs), **args))
     return tuple(steps)
 
 
@@ -76,4 +95,13 @@ def loads(text: str, source: str = "trace") -> tuple[Step, ...]:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise ScheduleError("trace", f"{source}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    except (RecursionError, ValueError) as e:
+        raise ScheduleError("trace", f"{source}: not valid JSON ({json_problem(e)})") from None
     return parse(data, source)
+
+
+def json_problem(e: RecursionError | ValueError) -> str:
+    """What ``json.loads`` found besides a syntax error: nesting too deep, or an integer too long."""
+    if isinstance(e, RecursionError):
+        return "nested too deeply"
+    return f"an integer is too long: {str(e).split(';')[0]}"

@@ -9,8 +9,9 @@ lowest median of those rounds, and the speedup and memory ratio compare it
 with the default from the same call. Files written to the output directory:
 
 - ``best.json``: the trace (loadable by ``autotune show/check --trace``),
-  knobs, figures of the best and of the default, speedup, memory ratio, and
-  what is needed to rebuild it (workload, pools, planner, seed);
+  knobs, figures of the best and of the default (each with the ``node`` that
+  re-measured it), speedup, memory ratio, and what is needed to rebuild it
+  (workload, pools, planner, seed);
 - ``best_ir.txt``: the lowered IR of the best schedule;
 - ``best_kernel.py``: its generated kernel source.
 """
@@ -34,6 +35,7 @@ from ..workloads import Workload
 from . import candidates as cand
 from .executors import Executor
 from .records import TrialRecord
+from .stopwatch import DriverTime
 
 __all__ = ["REMEASURE_ROUNDS", "TOP_K", "Figures", "TuneResult", "finish", "top_trials"]
 
@@ -44,7 +46,8 @@ REMEASURE_ROUNDS = 5
 @dataclass(frozen=True)
 class Figures:
     """Latency over the re-measure rounds (ms: median of the rounds' medians, lowest minimum,
-    median IQR) and the planned workspace; ``status`` is ``ok`` only if every round was."""
+    median IQR) and the planned workspace; ``status`` is ``ok`` only if every round was;
+    ``node`` is the node that measured them ("" if not known)."""
 
     status: str
     median_ms: float | None
@@ -53,6 +56,7 @@ class Figures:
     peak_bytes: int
     pool_bytes: tuple[tuple[str, int], ...]
     reason: str = ""
+    node: str = ""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -63,7 +67,8 @@ class Figures:
 @dataclass(frozen=True)
 class TuneResult:
     """What a run found. ``speedup`` is the default's median over the best's; ``memory_ratio``
-    the default's peak workspace over the best's (None when either is unknown or zero)."""
+    the default's peak workspace over the best's (None when either is unknown or zero);
+    ``driver`` where the driver's time went during the search loop (set by ``tune``)."""
 
     best: TrialRecord
     figures: Figures
@@ -71,6 +76,7 @@ class TuneResult:
     speedup: float | None
     memory_ratio: float | None
     output: Path
+    driver: DriverTime | None = None
 
 
 def top_trials(records: Sequence[TrialRecord], k: int = TOP_K) -> list[TrialRecord]:
@@ -86,14 +92,14 @@ def top_trials(records: Sequence[TrialRecord], k: int = TOP_K) -> list[TrialReco
 
 
 def figures_of(
-    results: Sequence[MeasureResult], peak: int, pool_bytes: tuple[tuple[str, int], ...]
+    results: Sequence[MeasureResult], peak: int, pool_bytes: tuple[tuple[str, int], ...], node: str = ""
 ) -> Figures:
-    """Combine the rounds of one re-measured schedule."""
+    """Combine the rounds of one re-measured schedule, measured on ``node``."""
     bad = next((r for r in results if not r.ok), None)
     if bad is not None or not results:
         status = bad.status if bad is not None else "error"
         reason = (bad.error or f"max_abs_err {bad.max_abs_err}") if bad is not None else "not measured"
-        return Figures(status, None, None, None, peak, pool_bytes, reason)
+        return Figures(status, None, None, None, peak, pool_bytes, reason, node)
     return Figures(
         "ok",
         statistics.median(r.median_ms for r in results),  # type: ignore[type-var]
@@ -101,6 +107,7 @@ def figures_of(
         statistics.median(r.iqr_ms for r in results),  # type: ignore[type-var]
         peak,
         pool_bytes,
+        node=node,
     )
 
 
@@ -124,8 +131,9 @@ def finish(cfg: RunConfig, wl: Workload, records: Sequence[TrialRecord], executo
         cand.make_task(cfg, default.trace_json(), pools=fits)
     ]
     results = executor.remeasure(tasks, REMEASURE_ROUNDS)
-    figs = [figures_of(res, r.peak_bytes or 0, r.pool_bytes) for res, r in zip(results, top)]
-    dfig = figures_of(results[-1], dlow.peak, dlow.pool_bytes)
+    node = executor.remeasure_node
+    figs = [figures_of(res, r.peak_bytes or 0, r.pool_bytes, node) for res, r in zip(results, top)]
+    dfig = figures_of(results[-1], dlow.peak, dlow.pool_bytes, node)
     timed = [i for i, f in enumerate(figs) if f.median_ms is not None]
     if timed:
         i = min(timed, key=lambda j: (figs[j].median_ms, j))
@@ -134,7 +142,7 @@ def finish(cfg: RunConfig, wl: Workload, records: Sequence[TrialRecord], executo
         best = top[0]
         fig = Figures(
             "ok", best.median_ms, best.min_ms, best.iqr_ms, best.peak_bytes or 0, best.pool_bytes,
-            "re-measure failed: " + figs[0].reason,
+            "re-measure failed: " + figs[0].reason, best.node,
         )  # fmt: skip
     result = TuneResult(
         best=best,

@@ -8,10 +8,21 @@ exception inside the worker (a workload that cannot be built, a bug) is not a
 result: it raises :class:`~autotune.errors.MeasureError` with the worker's
 traceback, after the other workers are stopped.
 
-A task may take ``task.timeout + compile_allowance`` seconds from submission:
-the allowance (:data:`COMPILE_ALLOWANCE_S`, 20 s by default) covers starting a
-worker process, importing numba and compiling the kernel (about 1 s, 2–4 s with
+Deadlines. Workers on one machine compile side by side but time one at a
+time: the timed part of a task (warm-up and repeats) runs under the machine's
+:func:`~autotune.measure.timing.timing_lock` (``MeasureTask.lock_timing``, on
+by default). A task may therefore wait for the timed parts of the other
+``workers - 1`` tasks in flight, so it may take
+``compile_allowance + task.timeout * workers`` seconds from submission
+(``compile_allowance + task.timeout`` when it does not lock). The allowance
+(:data:`COMPILE_ALLOWANCE_S`, 20 s by default) covers starting a worker
+process, importing numba and compiling the kernel (about 1 s, 2–4 s with
 ``parallel=True``, more on a loaded machine), which ``task.timeout`` does not.
+The trade-off: waiting for the lock never becomes a spurious timeout, but a
+kernel that hangs is killed ``task.timeout * (workers - 1)`` seconds later than
+it would be without the lock; and a kernel that hangs *while timing* (it passed
+the check, so rarely) holds the lock until it is killed, so the tasks queued
+behind it may time out too. The lock is a ``flock``: a killed worker releases it.
 
 - ``"ray"`` (:class:`RayExecutor`): Ray tasks, at most ``workers`` in flight;
   each worker is reused for 50 tasks, so a workload is built once per worker.
@@ -20,6 +31,7 @@ worker process, importing numba and compiling the kernel (about 1 s, 2–4 s wit
 
 >>> with make_executor("ray", address=None, workers=2) as ex:
 ...     for index, result, node in ex.run(tasks): ...
+...     ex.remeasure(top, rounds=5), ex.remeasure_node
 """
 
 from __future__ import annotations
@@ -51,10 +63,11 @@ __all__ = [
     "RayExecutor",
     "make_executor",
     "register_executor",
+    "task_limit",
 ]
 
 COMPILE_ALLOWANCE_S = 20.0
-"""Seconds a task may take beyond ``task.timeout``: worker start, imports and the numba compile."""
+"""Seconds a task may take beyond its timed part(s): worker start, imports and the numba compile."""
 
 UNKNOWN_NODE = "unknown"
 """The node of a task whose worker died or was killed before it could say where it ran."""
@@ -68,6 +81,8 @@ class Executor(ABC):
 
     name: ClassVar[str]
     workers: int
+    remeasure_node: str = ""
+    """The node the last :meth:`remeasure` ran on (``""`` before one, or when not known)."""
 
     @abstractmethod
     def run(self, tasks: Sequence[MeasureTask]) -> Iterator[tuple[int, MeasureResult, str]]:
@@ -116,10 +131,18 @@ def _check_workers(workers: int, allowance: float) -> None:
         raise ConfigError(f"executor: compile_allowance must be a number of seconds >= 0, got {allowance!r}")
 
 
-def _timeout(task: MeasureTask, allowance: float) -> MeasureResult:
+def task_limit(task: MeasureTask, workers: int, allowance: float) -> float:
+    """Seconds ``task`` may take from submission: the allowance, plus its timeout once, or once per
+    worker when it times under the machine's lock (it may wait for the others' timed parts)."""
+    return allowance + task.timeout * (workers if task.lock_timing else 1)
+
+
+def _timeout(task: MeasureTask, workers: int, allowance: float) -> MeasureResult:
+    limit = task_limit(task, workers, allowance)
+    waits = f" x {workers} workers timing in turn" if task.lock_timing and workers > 1 else ""
     return MeasureResult.failure(
         "timeout",
-        f"no result after {task.timeout + allowance:g} s (timeout {task.timeout:g} s + {allowance:g} s "
+        f"no result after {limit:g} s (timeout {task.timeout:g} s{waits} + {allowance:g} s "
         "to start and compile); the worker was killed",
     )
 
@@ -155,8 +178,6 @@ def _child_main(conn: Connection, job: str, args: tuple[Any, ...]) -> None:
         conn.send(("raised", traceback.format_exc()))
     finally:
         conn.close()
-
-
 
 
 @dataclass
@@ -218,9 +239,8 @@ class LocalExecutor(Executor):
             while pending or running:
                 while pending and len(running) < self.workers:
                     i, task = pending.popleft()
-                    running.append(
-                        self._start(i, task, "run", (task,), task.timeout + self.compile_allowance)
-                    )
+                    limit = task_limit(task, self.workers, self.compile_allowance)
+                    running.append(self._start(i, task, "run", (task,), limit))
                 wait([c.conn for c in running], max(0.0, min(c.deadline for c in running) - time.monotonic()))
                 for child in list(running):
                     if child.conn.poll(0):  # a value, a traceback, or EOF from a dead worker
@@ -232,13 +252,15 @@ class LocalExecutor(Executor):
                     elif child.deadline <= time.monotonic():
                         running.remove(child)
                         child.kill()
-                        yield child.index, _timeout(tasks[child.index], self.compile_allowance), "local"
+                        timeout = _timeout(tasks[child.index], self.workers, self.compile_allowance)
+                        yield child.index, timeout, "local"
         finally:
             for child in running:
                 child.kill()
 
     def remeasure(self, tasks: Sequence[MeasureTask], rounds: int) -> list[list[MeasureResult]]:
         limit = _remeasure_limit(tasks, rounds, self.compile_allowance)
+        self.remeasure_node = "local"
         child = self._start(0, None, "remeasure", (list(tasks), rounds), limit)
         if not child.conn.poll(limit):
             child.kill()
@@ -264,20 +286,26 @@ def _ray_run_task(task: MeasureTask) -> tuple[MeasureResult, str]:
     return run_task(task), ray.get_runtime_context().get_node_id()
 
 
-def _ray_remeasure(tasks: list[MeasureTask], rounds: int) -> list[list[MeasureResult]]:
-    return remeasure_tasks(tasks, rounds)
+def _ray_remeasure(tasks: list[MeasureTask], rounds: int) -> tuple[list[list[MeasureResult]], str]:
+    """Body of the remeasure Ray task: the results and the id of the node it ran on."""
+    import ray
+
+    return remeasure_tasks(tasks, rounds), ray.get_runtime_context().get_node_id()
 
 
 @register_executor
 class RayExecutor(Executor):
     """Ray tasks, at most ``workers`` in flight.
 
-    ``address`` None starts a local Ray with ``num_cpus=workers`` (stopped by
-    :meth:`close`); ``"auto"`` or ``"ray://host:port"`` connects to a cluster
+    ``address`` None starts a new local Ray with ``num_cpus=workers`` (stopped
+    by :meth:`close`), even when this machine is part of a cluster; ``"auto"``,
+    ``"host:port"`` (the GCS) or ``"ray://host:port"`` (Ray Client) connects to a cluster
     and ships the ``autotune`` package to its workers (a ``workload_path`` file
     must exist at the same path on every node). If Ray is already initialised
-    it is used as is and left running. Deadlines count from submission, so
-    ``workers`` should not exceed the free CPUs of the cluster.
+    it is used as is and left running. Each task asks for 1 CPU, and
+    deadlines count from submission, so ``workers`` should not exceed the free
+    CPUs of the cluster. :meth:`remeasure` is one task, on one node
+    (:attr:`remeasure_node`).
     """
 
     name = "ray"
@@ -294,7 +322,8 @@ class RayExecutor(Executor):
         self._started = False
         if not ray.is_initialized():
             where: dict[str, Any] = (
-                {"num_cpus": workers, "include_dashboard": False}
+                # "local": always a new Ray, never the cluster that `ray start` recorded in /tmp/ray
+                {"address": "local", "num_cpus": workers, "include_dashboard": False}
                 if address is None
                 else {"address": address, "runtime_env": {"py_modules": [str(PACKAGE_DIR)]}}
             )
@@ -340,7 +369,7 @@ class RayExecutor(Executor):
             while pending or inflight:
                 while pending and len(inflight) < self.workers:
                     i, task = pending.popleft()
-                    deadline = time.monotonic() + task.timeout + self.compile_allowance
+                    deadline = time.monotonic() + task_limit(task, self.workers, self.compile_allowance)
                     inflight[self._run_remote.remote(task)] = (i, deadline)
                 wait_s = max(0.0, min(d for _, d in inflight.values()) - time.monotonic())
                 ray.wait(list(inflight), num_returns=1, timeout=wait_s)
@@ -355,20 +384,22 @@ class RayExecutor(Executor):
                     if deadline <= now:
                         ray.cancel(ref, force=True)
                         del inflight[ref]
-                        yield i, _timeout(tasks[i], self.compile_allowance), UNKNOWN_NODE
+                        yield i, _timeout(tasks[i], self.workers, self.compile_allowance), UNKNOWN_NODE
         finally:
             for ref in inflight:
                 ray.cancel(ref, force=True)
 
     def remeasure(self, tasks: Sequence[MeasureTask], rounds: int) -> list[list[MeasureResult]]:
         limit = _remeasure_limit(tasks, rounds, self.compile_allowance)
+        self.remeasure_node = UNKNOWN_NODE
         ref = self._remeasure_remote.remote(list(tasks), rounds)
         ready, _ = self._ray.wait([ref], timeout=limit)
         if not ready:
             self._ray.cancel(ref, force=True)
             return _all(tasks, rounds, _remeasure_timeout(limit))
         try:
-            return self._ray.get(ref)  # type: ignore[no-any-return]
+            results, self.remeasure_node = self._ray.get(ref)
+            return results  # type: ignore[no-any-return]
         except self._ray.exceptions.RayError as exc:
             failed = self._failure(exc)
             if failed is None:

@@ -24,6 +24,7 @@ from math import prod
 from .. import ir
 from ..analysis import Interval, eval_interval, sum_form
 from ..memory import MemoryPlan
+from ..memory.lowering import in_registers
 
 __all__ = ["FEATURE_NAMES", "L1_BYTES", "L2_BYTES", "feature_vector", "features"]
 
@@ -113,7 +114,8 @@ class _Walk:
             self.value(s.value, loops, iters, guard)
             return False
         if isinstance(s, ir.Allocate):
-            self.allocs.append(s)
+            if not in_registers(s):  # register tiles and accumulators are not memory
+                self.allocs.append(s)
             self.alloc_depth[s.data] = len(loops)
             return self.stmt(s.body, loops, prob, guard)
         if isinstance(s, (ir.DeclBuffer, ir.Block)):

@@ -25,7 +25,7 @@ from types import TracebackType
 from ..errors import AutotuneError
 from .records import TrialRecord
 
-__all__ = ["TrialLog", "check_writable", "load"]
+__all__ = ["TrialLog", "check_writable", "describe_os_error", "load"]
 
 PROBE_BYTES = 64 * 1024
 """Size of the file :func:`check_writable` writes to prove the output directory takes data."""
@@ -112,8 +112,8 @@ class TrialLog:
         if contents.torn:
             os.truncate(self.path, contents.good_bytes)
             self.dropped = contents.torn
-        try:
-            self._file = open(self.path, "ab")  # noqa: SIM115 (held open; closed by close())
+        try:  # unbuffered: a failed write leaves nothing behind to be flushed again by close()
+            self._file = open(self.path, "ab", buffering=0)  # noqa: SIM115 (held open; closed by close())
         except OSError as exc:
             raise AutotuneError(f"cannot open the trial log {self.path} for appending: {exc}") from exc
         if contents.needs_newline:
@@ -131,12 +131,20 @@ class TrialLog:
         return tuple(self._records)
 
     def _write(self, data: bytes) -> None:
+        """Append ``data`` and fsync; on failure cut the file back, so no partial line is left."""
+        fd = self._file.fileno()
+        start: int | None = None
         try:
-            self._file.write(data)
-            self._file.flush()
-            os.fsync(self._file.fileno())
+            start = os.fstat(fd).st_size
+            view = memoryview(data)
+            while view:
+                view = view[self._file.write(view) or 0 :]
+            os.fsync(fd)
         except OSError as exc:
-            raise AutotuneError(f"cannot write to the trial log {self.path}: {exc}") from exc
+            if start is not None:  # the line is not logged: remove whatever part of it was written
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, start)
+            raise AutotuneError(f"cannot write to the trial log {self.path}: {describe_os_error(exc)}") from exc
 
     def append(self, record: TrialRecord) -> None:
         """Write ``record`` as one JSON line; it is on disk (flushed and fsync'd) when this returns."""
@@ -158,10 +166,19 @@ class TrialLog:
         self.close()
 
 
+def describe_os_error(exc: OSError) -> str:
+    """Why a write failed, in words: "the disk is full" for ENOSPC and EDQUOT."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "the disk is full"
+    return exc.strerror or str(exc)
+
+
 def _write_probe(path: Path, size: int) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.write(fd, b"\0" * size)
+        view = memoryview(b"\0" * size)
+        while view:  # a nearly full disk takes part of a write: the next one raises ENOSPC
+            view = view[os.write(fd, view) :]
         os.fsync(fd)  # delayed allocation: a full disk may show only here
     finally:
         os.close(fd)
@@ -182,9 +199,7 @@ def check_writable(directory: str | os.PathLike[str], probe_bytes: int = PROBE_B
     try:
         _write_probe(probe, probe_bytes)
     except OSError as exc:
-        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
-        reason = "the disk is full" if full else (exc.strerror or str(exc))
-        raise AutotuneError(f"cannot write to the output directory {path}: {reason}") from exc
+        raise AutotuneError(f"cannot write to the output directory {path}: {describe_os_error(exc)}") from exc
     finally:
         with contextlib.suppress(OSError):  # could not even remove it: the write error says why
             probe.unlink(missing_ok=True)

@@ -11,6 +11,8 @@ from stage to stage; a global pool does not, so ``tiny_cnn`` cascades up to
     at_<stage>      root | tile: compute an intermediate stage at the tile loop
     mode_<stage>    recompute | rolling: keep the overlapping rows (rolling_buffer) when at tile
     pool_<stage>    the pool of the stage's buffer (set_pools) for every intermediate buffer
+    strip           0 | columns of the last stage's output per strip: the strip loop goes above
+                    the tile loop, so intermediates hold tile x strip windows (0: whole rows)
     parallel        none | outer: split the tile loop in two halves run by prange
     vectorize       mark the innermost non-reduction loop of the last stage
 
@@ -46,6 +48,9 @@ class Cascade:
     above: tuple[str, ...]
     """The last stage's loops above its row loop; the tile loop moves above them when one is longer than 1."""
     vector_loop: str
+    col_loop: str | None
+    """The last stage's spatial loop right below the row loop (strips split it), if longer than 1."""
+    cols: int
     buffers: tuple[tuple[str, str], ...]
     """``(block, buffer)`` for every block that writes an intermediate buffer, in program order."""
 
@@ -176,6 +181,8 @@ def _describe(
     buffers = tuple(
         (b.name, buf.name) for b in blocks if (buf := _written(b)) is not None and id(buf) in inter
     )
+    below = [f for f in spatial if loops.index(f) > loops.index(loop)]
+    col = below[0] if below and (ir.as_int(below[0].extent) or 1) > 1 else None
     return Cascade(
         last=last.name,
         movable=tuple(movable),
@@ -184,6 +191,8 @@ def _describe(
         rows=ir.as_int(loop.extent) or 1,
         above=above if any((ir.as_int(f.extent) or 1) > 1 for f in loops[: loops.index(loop)]) else (),
         vector_loop=spatial[-1].loop_var.name if spatial else loop.loop_var.name,
+        col_loop=col.loop_var.name if col is not None and col is not spatial[-1] else None,
+        cols=(ir.as_int(col.extent) or 1) if col is not None else 1,
         buffers=buffers,
     )
 
@@ -217,6 +226,9 @@ class CascadeFamily(Family):
         ]
         if pools:
             out += [choice_domain(f"pool_{block}", tuple(pools)) for block, _ in c.buffers]
+        if c.col_loop is not None:
+            strips = [t for t in tile_choices(c.cols, c.cols // 2) if t >= 4]
+            out.append(int_domain("strip", [0, *strips], 0, c.cols))
         out.append(choice_domain("parallel", ("none", "outer") if c.rows > 1 else ("none",)))
         out.append(choice_domain("vectorize", (False, True)))
         return tuple(out)
@@ -232,6 +244,12 @@ class CascadeFamily(Family):
         outer, inner = sch.last[:-1], sch.last[-1]
         if c.above:
             sch = sch.reorder(*outer, *c.above)
+        strip = values.get("strip", 0)
+        if strip and c.col_loop is not None and strip < c.cols:
+            sch = sch.split(c.col_loop, [None, strip])
+            col_outer, col_inner = sch.last
+            # the strip loop goes between the halves (prange) and the tile loop
+            sch = sch.reorder(*outer[:-1], col_outer, outer[-1], inner, col_inner)
         tiled = [s for s in c.movable if values[f"at_{s}"] == "tile"]
         for stage in reversed(tiled):
             sch = sch.compute_at(stage, outer[-1])

@@ -34,9 +34,11 @@ the ``report`` it is given (the CLI passes ``autotune.report.write_report``).
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,9 +54,10 @@ from .best import TuneResult, finish
 from .cost_model import CostModel, make_cost_model
 from .executors import Executor, make_executor
 from .features import FEATURE_NAMES, feature_vector, features
-from .log import TrialLog, check_writable
+from .log import TrialLog, check_writable, describe_os_error
 from .records import TrialRecord, trace_key
 from .space import SearchSpace, load_space
+from .stopwatch import Stopwatch
 
 __all__ = ["LOG_NAME", "TuneResult", "tune"]
 
@@ -111,6 +114,7 @@ class _Search:
         for record in log.records:
             self._remember(record, None)
         cand.add_logged(self.study, space, log.records)
+        self.clock = Stopwatch()  # where the search loop's time goes (TuneResult.driver)
 
     # ---- bookkeeping -------------------------------------------------------
     @property
@@ -154,8 +158,9 @@ class _Search:
         return self._row(lowering) if lowering.lowered is not None else None
 
     def _append(self, record: TrialRecord, row: list[float] | None = None) -> None:
-        self.log.append(record)
-        self._remember(record, row)
+        with self.clock("log"):
+            self.log.append(record)
+            self._remember(record, row)
 
     def _number(self) -> int:
         self.next_trial += 1
@@ -166,7 +171,8 @@ class _Search:
         """Propose, filter, rank and measure one batch; return how many trials it logged."""
         before = len(self.log.records)
         if self.model.ranks:
-            self.model.fit(_matrix(self.rows), np.asarray(self.times, dtype=float))
+            with self.clock("model"):
+                self.model.fit(_matrix(self.rows), np.asarray(self.times, dtype=float))
         batch = self.cfg.search.batch if self.model.ranks else self.cfg.search.measure_per_round
         feasible: list[_Candidate] = []
         self.settled = 0
@@ -189,7 +195,8 @@ class _Search:
             cand.tell(self.study, trial, self.invalid[knobs])
             return None
         try:
-            sch = self.space.apply(self.wl.func, dict(knobs))
+            with self.clock("lowering"):
+                sch = self.space.apply(self.wl.func, dict(knobs))
         except ScheduleError as exc:
             reason = str(exc)
             self._settle([trial], 1.0, lambda n: TrialRecord(n, self.round, knobs, "invalid", reason=reason))
@@ -204,7 +211,8 @@ class _Search:
             return None
         twins[key] = []
         mem = self.cfg.memory
-        low = cand.lower_candidate(sch.func, mem.pools, mem.planner, self.cfg.search.seed, mem.peak_limit)
+        with self.clock("lowering"):
+            low = cand.lower_candidate(sch.func, mem.pools, mem.planner, self.cfg.search.seed, mem.peak_limit)
         if low.lowered is None:
             self._settle(
                 [trial, *twins.pop(key)], low.excess,
@@ -214,7 +222,9 @@ class _Search:
                 ),
             )  # fmt: skip
             return None
-        return _Candidate(trial, knobs, trace, key, low, self._row(low))
+        with self.clock("features"):
+            row = self._row(low)
+        return _Candidate(trial, knobs, trace, key, low, row)
 
     def _settle(self, trials: list[Any], excess: float, make: Callable[[int], TrialRecord]) -> None:
         """Log an invalid or infeasible candidate and tell Optuna; past the round's share of
@@ -237,13 +247,14 @@ class _Search:
         """Choose, measure, log and tell; the candidates not chosen are told FAIL."""
         s = self.cfg.search
         n = min(s.measure_per_round, self.remaining, len(feasible))
-        predicted = self.model.predict(_matrix([c.row for c in feasible]))
+        with self.clock("model"):
+            predicted = self.model.predict(_matrix([c.row for c in feasible]))
         rng = np.random.default_rng([s.seed, self.round])
         chosen = [feasible[i] for i in cand.choose(predicted, n, s.epsilon, rng)]
         guess = {c.key: float(p) for c, p in zip(feasible, predicted) if np.isfinite(p)}
         numbers = [self._number() for _ in chosen]
         tasks = [cand.make_task(self.cfg, c.trace) for c in chosen]
-        for index, result, node in self.executor.run(tasks):
+        for index, result, node in self.clock.iterate(self.executor.run(tasks)):
             c = chosen[index]
             record = TrialRecord.from_measure(
                 numbers[index], self.round, c.knobs, result, peak_bytes=c.lowering.peak,
@@ -287,9 +298,11 @@ def tune(
 
     ``executor`` is a registered name (``"ray"`` uses ``cfg.ray``; ``"local"``
     runs ``cfg.ray.workers`` processes) or an executor the caller owns.
-    ``report(output)`` runs last. Raises AutotuneError if ``output`` already
-    holds a log and ``resume`` is False, or if no trial is ``ok``; ConfigError
-    if ``peak_limit`` is below every schedule of the space.
+    ``report(output)`` runs last. ``result.driver`` says where the search
+    loop's wall time went: waiting on the executor, or the driver's own parts
+    (:class:`~autotune.search.stopwatch.DriverTime`). Raises AutotuneError if
+    ``output`` already holds a log and ``resume`` is False, or if no trial is
+    ``ok``; ConfigError if ``peak_limit`` is below every schedule of the space.
     """
     output = Path(cfg.output)
     log_path = _check_output(output, resume)
@@ -311,17 +324,32 @@ def tune(
             try:
                 stale = 0
                 while search.remaining > 0 and stale < STALE_ROUNDS:
-                    stale = 0 if search.run_round() else stale + 1
+                    with search.clock("optuna"):  # the parts inside are charged to themselves
+                        stale = 0 if search.run_round() else stale + 1
             finally:
                 search.close()
-            result = finish(cfg, wl, list(log.records), executor)
+            driver = search.clock.snapshot()
+            with _writing(output):  # best.json, best_ir.txt, best_kernel.py
+                result = dataclasses.replace(finish(cfg, wl, list(log.records), executor), driver=driver)
     except AutotuneError:
         if report is not None and (output / LOG_NAME).exists():
-            report(output)  # the table of what failed is still worth having
+            # the table of what failed is still worth having, but not in place of the reason
+            with contextlib.suppress(OSError, AutotuneError):
+                report(output)
         raise
     finally:
         if owned:
             executor.close()
     if report is not None:
-        report(output)
+        with _writing(output):
+            report(output)
     return result
+
+
+@contextlib.contextmanager
+def _writing(output: Path) -> Iterator[None]:
+    """Turn an OSError (a full disk, say) while writing the results into a one-line AutotuneError."""
+    try:
+        yield
+    except OSError as exc:
+        raise AutotuneError(f"cannot write the results to {output}: {describe_os_error(exc)}") from exc

@@ -3,6 +3,7 @@
 Built with ``autotune.te`` and lowered with ``lower_blocks`` (the full lowering
 pipeline is tested elsewhere); ``banked`` is written as lowered IR by hand: an
 allocation with an axis separator, ``[2, 16]`` (two banks).
+``register_tiled`` is a schedule instead: the register-tiled matmul, for the full pipeline.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from autotune import ir, te
 from autotune.lowering.blocks import lower_blocks
+from autotune.schedule import Schedule
 
 Reference = Callable[..., tuple[np.ndarray, ...]]
 
@@ -131,3 +133,13 @@ def banked(n: int = 32) -> tuple[ir.Func, Reference]:
         return ((np.roll(x, -half) * 2 + 1).astype(np.float32),)
 
     return func, reference
+
+
+def register_tiled(func: ir.Func, unroll: bool = True) -> Schedule:
+    """C in 4x8 tiles: for io, jo: acc[4, 8] = 0; for k: acc += A[i, k] * B[k, j]; C[tile] = acc."""
+    sch = Schedule(func).split("i", [None, 4], names=["io", "ii"]).split("j", [None, 8], names=["jo", "ji"])
+    sch = sch.reorder("io", "jo", "k", "ii", "ji").cache_write("matmul", 0, "local")
+    sch = sch.reverse_compute_at("matmul_local", "jo")
+    if unroll:
+        sch = sch.unroll("ii").unroll("ji").unroll("ax0").unroll("ax1")
+    return sch.set_vectorizer("slp")

@@ -10,6 +10,7 @@ from codegen_funcs import banked, padded_conv, pool_chain
 
 from autotune import ir
 from autotune.codegen import generate_source
+from autotune.codegen.source import UNROLL_LIMIT
 from autotune.errors import CodegenError
 
 
@@ -71,8 +72,8 @@ def test_banked_allocation_is_a_tuple_of_banks() -> None:
     (st,) = src.storage
     assert st.banked and st.banks == 2 and st.bank_elems == 16 and st.extents == (2, 16)
     assert "T = (T_data[0], T_data[1])" in src.text
-    assert "T[i // 16][i % 16] = A[i] * _c0" in src.text
-    assert "O[k] = T[(k // 16 + 1) % 2][k % 16] + _c1" in src.text
+    assert "T[np.uintp(i // 16)][np.uintp(i % 16)] = A[i] * _c0" in src.text
+    assert "O[k] = T[np.uintp((k // 16 + 1) % 2)][np.uintp(k % 16)] + _c1" in src.text
 
 
 def test_names_are_unique_in_order_of_first_appearance() -> None:
@@ -134,7 +135,7 @@ def test_operators_and_precedence() -> None:
     )
     line, _ = _store_text(value, params=(_A,))
     assert line == (
-        "O[i] = (A[i * 2 // 2] / max(A[i], min(A[i], _c0)) if not i < 2 or (i - (i - 1)) % 3 == 0 else _c1)"
+        "O[i] = (A[np.uintp(i * 2 // 2)] / max(A[i], min(A[i], _c0)) if not i < 2 or (i - (i - 1)) % 3 == 0 else _c1)"
     )
 
 
@@ -151,7 +152,7 @@ def test_intrinsics_keep_float32() -> None:
     # floor of float32 index math, cast to int32, used as an index
     idx = ir.Cast("int32", ir.floor(ir.Cast("float32", _I) * 0.5))
     line, _ = _store_text(_A[idx], params=(_A,))
-    assert line == "O[i] = A[np.int32(np.floor(np.float32(i) * _c0))]"
+    assert line == "O[i] = A[np.uintp(np.int32(np.floor(np.float32(i) * _c0)))]"
 
 
 def test_loop_kinds() -> None:
@@ -163,15 +164,16 @@ def test_loop_kinds() -> None:
     body = ir.For(
         i, ir.const(0), ir.const(4), "parallel", ir.For(j, ir.const(0), ir.const(4), "vectorized", inner)
     )
-    long_unroll = ir.For(m, ir.const(2), ir.const(17), "unroll", ir.Evaluate(ir.const(0)))
+    long_unroll = ir.For(m, ir.const(2), ir.const(UNROLL_LIMIT + 1), "unroll", ir.Evaluate(ir.const(0)))
     src = generate_source(_func(ir.seq(body, long_unroll), a, b))
     assert src.parallel and "parallel=True" in src.text
     assert "for i in numba.prange(4):" in src.text
     assert "for j in range(4):" in src.text
-    assert "B[i * 16 + j * 4] = A[i * 16 + j * 4]" in src.text  # unrolled copy k = 0
-    assert "B[i * 16 + j * 4 + 3] = A[i * 16 + j * 4 + 3]" in src.text
+    # unrolled copies k = 0 and k = 3; A is read-only, its loads become locals
+    assert "ld = A[np.uintp(i * 16 + j * 4)]\n            B[np.uintp(i * 16 + j * 4)] = ld\n" in src.text
+    assert "ld_3 = A[np.uintp(i * 16 + j * 4 + 3)]\n            B[np.uintp(i * 16 + j * 4 + 3)] = ld_3\n" in src.text
     assert "for k in" not in src.text
-    assert "for m in range(2, 19):\n        pass" in src.text  # extent 17 > 16: a loop
+    assert f"for m in range(2, {UNROLL_LIMIT + 3}):\n        pass" in src.text  # extent > UNROLL_LIMIT: a loop
 
 
 def test_serial_only_function_is_not_parallel() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from autotune import ir, workloads
@@ -70,4 +72,4 @@ def test_unit_loops_in_a_lowered_workload(run_func, golden):
     assert "for ki in T.serial(1)" in str(before)
     lowered = run_func(mm, sch.func)
     golden("lowering/simplify_matmul", str(lowered.func))
-    assert "ki" not in str(lowered.func) and "io" not in str(lowered.func)
+    assert not re.search(r"\b(ki|io)\b", str(lowered.func))

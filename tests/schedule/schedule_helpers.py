@@ -7,6 +7,7 @@ from dataclasses import replace
 import numpy as np
 
 from autotune import ir
+from autotune.memory.lowering import in_registers
 
 
 def count_computations(func: ir.Func, block: str) -> tuple[ir.Func, np.ndarray]:
@@ -34,4 +35,4 @@ def count_computations(func: ir.Func, block: str) -> tuple[ir.Func, np.ndarray]:
 
 def allocations(func: ir.Func) -> dict[str, tuple[int, ...]]:
     """Physical extents of every allocation of a lowered function, by buffer name."""
-    return {a.data.name.removesuffix("_data"): tuple(ir.as_int(e) for e in a.extents) for a in ir.collect(func.body, ir.Allocate)}
+    return {a.data.name.removesuffix("_data"): tuple(ir.as_int(e) for e in a.extents) for a in ir.collect(func.body, ir.Allocate) if not in_registers(a)}

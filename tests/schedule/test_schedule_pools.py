@@ -52,19 +52,23 @@ def same_text(func: ir.Func, sch: Schedule) -> None:
 
 # ---- golden IR and the lowered annotations ---------------------------------
 def test_set_pools_golden(neck, golden):
-    sch = placed(neck).set_scope("depthwise", "depthwise", "local")
+    sch = placed(neck).set_scope("depthwise", "depthwise", "shared")
     text = str(sch.func)
     golden("schedule/set_pools", text)
     assert (
         'T.block_attr({"candidate_memory_pools": {"depthwise": ["dtcm", "sram"], "expand": ["sram"]}})'
         in text
     )
-    assert 'depthwise = T.alloc_buffer((1, 7, 5, 8), "float32", scope="local")' in text
+    assert 'depthwise = T.alloc_buffer((1, 7, 5, 8), "float32", scope="shared")' in text
     lowered = lower(sch.func, pools=POOLS, verify=True)
     golden("schedule/set_pools_lowered", str(lowered.func))
     assert allocate_annotations(lowered.func) == {
         "expand": {"candidate_memory_pools": ("sram",), "pool": "sram", "offset": 0},
         "depthwise": {"candidate_memory_pools": ("dtcm", "sram"), "pool": "dtcm", "offset": 0},
+        # promoted accumulators live in registers: no candidates, no pool, no offset
+        "expand_acc": {"scope": "local"},
+        "depthwise_acc": {"scope": "local"},
+        "project_flat_acc": {"scope": "local"},
     }
     same_text(neck.func, sch)
 
@@ -189,7 +193,7 @@ def test_set_scope_preconditions(pool, buffer, scope, message):
 @pytest.mark.slow
 def test_pool_chain_numbers(pool, run_func):
     sch = cascade(pool.func, "pool2", ["pool1"], tile=4, rolling=["pool1"])
-    sch = sch.set_pools("pool1", "pool1", ["sram"]).set_scope("pool1", "pool1", "local")
+    sch = sch.set_pools("pool1", "pool1", ["sram"]).set_scope("pool1", "pool1", "shared")
     lowered = run_func(pool, sch.func, pools=POOLS)
     assert lowered.plan.placement("pool1").pool == "sram"
     same_text(pool.func, sch)
@@ -214,7 +218,7 @@ def test_double_buffer_keeps_pools():
     a = te.placeholder((64,), "float32", name="A")
     b = te.compute((64,), lambda i: a[i] * 2.0, name="B")
     sch = Schedule(te.create_func([a], [b], name="stage")).split("i", [None, 16], names=["io", "ii"])
-    sch = sch.cache_read("B", 0, "local")
+    sch = sch.cache_read("B", 0, "shared")
     cache = sch.last[0]
     sch = sch.compute_at(cache, "io").set_pools(cache, cache, ["sram"]).double_buffer(cache)
     lowered = lower(sch.func, pools=POOLS, verify=True)
@@ -227,7 +231,17 @@ def test_double_buffer_inside_another_compacted_buffer_keeps_pools():
     b = te.compute((8, 64), lambda i, j: a[i, j] * 2.0 + c[i, j], name="B")
     sch = Schedule(te.create_func([a, c], [b], name="stage2")).split("j", [None, 16], names=["jo", "ji"])
     sch = sch.cache_read("B", 0, "global").compute_at("A_global", "i")
-    sch = sch.cache_read("B", 1, "local").compute_at("C_local", "jo")
-    sch = sch.set_pools("C_local", "C_local", ["sram"]).double_buffer("C_local")
+    sch = sch.cache_read("B", 1, "shared").compute_at("C_shared", "jo")
+    sch = sch.set_pools("C_shared", "C_shared", ["sram"]).double_buffer("C_shared")
     lowered = lower(sch.func, pools=POOLS, verify=True)
-    assert allocate_annotations(lowered.func)["C_local"]["pool"] == ("sram", "sram")
+    assert allocate_annotations(lowered.func)["C_shared"]["pool"] == ("sram", "sram")
+
+
+def test_pools_and_registers_exclude_each_other() -> None:
+    w = workloads.get("pool_chain", height=8, width=8, channels=4)
+    local = Schedule(w.func).set_scope("pool1", "pool1", "local")
+    with pytest.raises(ScheduleError, match=r"^set_pools: 'pool1' has scope local: it lives in registers, in no pool$"):
+        local.set_pools("pool1", "pool1", ["dtcm"])
+    placed = Schedule(w.func).set_pools("pool1", "pool1", ["dtcm"])
+    with pytest.raises(ScheduleError, match=r"^set_scope: 'pool1' has candidate pools \(set_pools\); a local buffer lives in registers$"):
+        placed.set_scope("pool1", "pool1", "local")

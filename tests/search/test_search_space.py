@@ -57,6 +57,7 @@ def test_pool_chain_knobs() -> None:
         Knob("at_pool1", ("tile", "root")),
         Knob("mode_pool1", ("recompute", "rolling")),
         Knob("pool_pool1", ("dtcm", "sram")),
+        Knob("strip", (0, 4, 8, 16)),
         Knob("parallel", ("none", "outer")),
         Knob("vectorize", (False, True)),
     )
@@ -66,10 +67,11 @@ def test_pool_chain_knobs() -> None:
         "at_pool1": "tile",
         "mode_pool1": "recompute",
         "pool_pool1": "dtcm",
+        "strip": 0,
         "parallel": "none",
         "vectorize": False,
     }
-    assert space.size() == 192
+    assert space.size() == 768
 
 
 def test_stages_come_from_the_function() -> None:
@@ -245,6 +247,7 @@ def test_narrow_fix_and_globs() -> None:
     assert {k.name: k.choices for k in space.knobs} == {
         "tile_rows": (8, 2),
         "at_depthwise": ("root", "tile"),
+        "strip": (0, 4, 8),
         "parallel": ("none", "outer"),
     }
     assert dict(space.fixed) == {

@@ -199,16 +199,16 @@ def test_every_candidate_failing_is_an_error_after_logging(tmp_path: Path) -> No
 
 
 def test_peak_limit_below_the_space_fails_fast(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    cfg_path = write_config(tmp_path, "tight", peak_limit=1000)
+    cfg_path = write_config(tmp_path, "tight", peak_limit=100)
     pattern = (
-        r"^peak_limit 1,000 bytes is below anything the space reaches: the smallest peak found is "
-        r"1,728 bytes \(schedule: tile_rows=1, at_pool1=tile, .*\)$"
+        r"^peak_limit 100 bytes is below anything the space reaches: the smallest peak found is "
+        r"576 bytes \(schedule: tile_rows=1, at_pool1=tile, mode_pool1=rolling, .*strip=4, .*\)$"
     )
     with pytest.raises(ConfigError, match=pattern):
         tune(load_config(cfg_path), progress=False, executor=InProcess())
     assert not (tmp_path / "tight" / "trials.jsonl").exists()
     assert cli.main(["run", str(cfg_path), "--no-progress"]) == 2
-    assert capsys.readouterr().err.startswith("autotune: error: peak_limit 1,000 bytes is below")
+    assert capsys.readouterr().err.startswith("autotune: error: peak_limit 100 bytes is below")
 
 
 def test_infeasible_trials_carry_their_peak(tmp_path: Path) -> None:

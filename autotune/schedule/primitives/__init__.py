@@ -32,6 +32,7 @@ PRIMITIVES: dict[str, Primitive] = {
     "transform_layout": layout.transform_layout,
     "set_pools": memory.set_pools,
     "set_scope": memory.set_scope,
+    "set_vectorizer": memory.set_vectorizer,
 }
 
 __all__ = ["PRIMITIVES", "Primitive", "Any"]

@@ -42,6 +42,8 @@ def set_pools(func: ir.Func, block: str, buffer: str, pools: tuple[str, ...]) ->
     if len(set(pools)) != len(pools):
         raise ScheduleError("set_pools", f"pools repeated in {list(pools)}")
     buf = find_buffer(func, block, buffer, "set_pools")
+    if buf.scope == ir.REGISTER_SCOPE:
+        raise ScheduleError("set_pools", f"'{buf.name}' has scope local: it lives in registers, in no pool")
     owner = _owner(func, buf, "set_pools")
     current = dict(ir.ann_get(owner.annotations, POOLS_ANNOTATION, ()))
     current[buf.name] = tuple(pools)
@@ -54,5 +56,26 @@ def set_scope(func: ir.Func, block: str, buffer: str, scope: str) -> Result:
     if not scope or not isinstance(scope, str):
         raise ScheduleError("set_scope", f"scope must be a non-empty string, got {scope!r}")
     buf = find_buffer(func, block, buffer, "set_scope")
-    _owner(func, buf, "set_scope")
+    owner = _owner(func, buf, "set_scope")
+    if scope == ir.REGISTER_SCOPE and buf.name in dict(ir.ann_get(owner.annotations, POOLS_ANNOTATION, ())):
+        raise ScheduleError("set_scope", f"'{buf.name}' has candidate pools (set_pools); a local buffer lives in registers")
     return ir.substitute(func, bmap={buf: buf.with_(scope=scope)}), ()
+
+
+VECTORIZERS = ("loop", "slp")
+
+
+def set_vectorizer(func: ir.Func, mode: str) -> Result:
+    """Choose how LLVM vectorises the kernel: ``loop`` (numba's default) or ``slp``.
+
+    ``loop`` vectorises innermost loops and leaves straight-line code scalar
+    (numba turns LLVM's SLP vectoriser off). ``slp`` turns the loop vectoriser off
+    and SLP on: a register tile (a ``local`` buffer over unrolled loops) becomes
+    vector FMAs on its rows instead of a reduction vectorised along ``k``. The
+    choice holds for the whole kernel; it is a function attribute that the
+    code generator writes into the kernel's source and :func:`autotune.codegen.build`
+    applies while compiling.
+    """
+    if mode not in VECTORIZERS:
+        raise ScheduleError("set_vectorizer", f"mode must be one of {', '.join(VECTORIZERS)}, got {mode!r}")
+    return replace(func, attrs=ir.ann_set(func.attrs, ir.VECTORIZER_ATTR, mode)), ()
