@@ -137,18 +137,79 @@ def to_linear(expr: Expr) -> Linear | None:
     """The affine form of an integer expression over integer variables, or None.
 
     ``+``, ``-``, multiplication by a constant, and ``//``/``%`` by a constant that
-    divides every coefficient (``(i*4 + 6) // 2`` is ``i*2 + 3``) are affine;
-    anything else (floats, casts, calls, loads, select, min/max, other divisions) is not.
+    divides every coefficient (``(i*4 + 6) // 2`` is ``i*2 + 3``) are affine, and so
+    is a quotient and remainder pair that recombines (``f // 64 * 64 + f % 64`` is
+    ``f``); anything else (floats, casts, calls, loads, select, min/max, other
+    divisions) is not.
     """
-    return _decompose(expr, atoms=False)
+    form = sum_form(expr)
+    if form is None or not all(isinstance(t, Var) for t in form.terms):
+        return None
+    return form
 
 
 def sum_form(expr: Expr) -> Linear | None:
     """Like :func:`to_linear`, but any non-affine integer sub-expression becomes a term.
 
+    Quotient and remainder terms of one numerator recombine (see :func:`_recombine`).
     Returns None only for a non-integer expression.
     """
-    return _decompose(expr, atoms=True)
+    form = _decompose(expr, atoms=True)
+    return None if form is None else _recombine(form)
+
+
+def _positive_divisor(e: Expr, kind: type[FloorDiv] | type[FloorMod]) -> tuple[Expr, int] | None:
+    """``(a, c)`` when ``e`` is ``a // c`` (or ``a % c``) with a constant ``c > 0``."""
+    if isinstance(e, kind) and isinstance(e.b, IntImm) and e.b.value > 0:
+        return e.a, e.b.value
+    return None
+
+
+def _quotient_terms(x: Expr, m: int) -> tuple[Expr, ...]:
+    """The spellings of ``x // m`` a form may hold: ``(a // c) // m`` is also ``a // (c*m)``."""
+    spelled: list[Expr] = [FloorDiv(x, IntImm(m, x.dtype))]
+    inner = _positive_divisor(x, FloorDiv)
+    if inner is not None:
+        spelled.append(FloorDiv(inner[0], IntImm(inner[1] * m, x.dtype)))
+    return tuple(spelled)
+
+
+def _recombine(form: Linear) -> Linear:
+    """Fold ``k*m*(x // m) + k*(x % m)`` into ``k*x`` (floor division, ``m > 0``), repeatedly.
+
+    A fused loop ``f`` of extents ``(X, 64)`` binds ``f // 64`` and ``f % 64``; a
+    row-major index ``x*64 + c`` of it becomes ``f // 64 * 64 + f % 64``, which
+    is ``f``: without this the generated code divides on every access and the
+    fused loop never becomes one contiguous vector loop. Three fused loops give
+    ``f // 2048 * 2048 + f // 64 % 32 * 64 + f % 64``, folded in two steps.
+    """
+    changed = True
+    while changed:
+        changed = False
+        coeffs = form.as_mapping()
+        for term, k in coeffs.items():
+            found = _positive_divisor(term, FloorMod)
+            if found is None:
+                continue
+            x, m = found
+            partner = next((q for q in _quotient_terms(x, m) if coeffs.get(q) == k * m), None)
+            if partner is None:
+                continue
+            inner = _decompose(x, atoms=True)
+            assert inner is not None  # x is an integer expression: its remainder was a term
+            merged: list[tuple[Expr, int]] = []
+            placed = False
+            for t, c in form.coeffs:  # x's terms take the place of the first of the pair
+                if t in (term, partner):
+                    if not placed:
+                        merged += [(u, c2 * k) for u, c2 in inner.coeffs]
+                        placed = True
+                else:
+                    merged.append((t, c))
+            form = Linear.of(merged, form.const + inner.const * k)
+            changed = True
+            break
+    return form
 
 
 def _decompose(e: Expr, atoms: bool) -> Linear | None:

@@ -51,6 +51,14 @@ def test_non_affine_expressions_give_none(expr: ir.Expr) -> None:
     assert to_linear(expr) is None
 
 
+def test_quotient_and_remainder_of_a_fused_loop_recombine_into_an_affine_form() -> None:
+    assert to_linear(i // 64 * 64 + i % 64 + j * 2) == Linear(((i, 1), (j, 2)), 0)
+    assert to_linear(i // 2048 * 2048 + i // 64 % 32 * 64 + i % 64) == Linear(((i, 1),), 0)
+    assert to_linear(i // 64 * 64 + i % 32) is None  # not a quotient/remainder pair
+    form = sum_form(i // 64 * 64 + (i + j) % 64)
+    assert form is not None and [str(t) for t in form.terms] == ["i // 64", "(i + j) % 64"]
+
+
 def test_sum_form_keeps_non_affine_parts_as_terms() -> None:
     form = sum_form(A[i] * 2 + i // 3 - A[i])
     assert form is not None
