@@ -156,6 +156,11 @@ class Kernel:
         return self.kernel_source.name
 
     @property
+    def parallel(self) -> bool:
+        """Whether the kernel has a parallel loop (``numba.prange``), run on numba's threads (one per core)."""
+        return self.kernel_source.parallel
+
+    @property
     def storage(self) -> tuple[StorageArray, ...]:
         """The arrays handed to the kernel after the parameters, one per allocation."""
         return self._storage.arrays

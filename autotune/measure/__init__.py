@@ -11,17 +11,19 @@ from .check import compare, tolerance
 from .isolate import measure_in_subprocess
 from .result import STATUSES, MeasureResult
 from .run import empty_outputs, measure, reference_outputs
-from .timing import time_kernel, timing_lock
+from .timing import cpu_lock, time_kernel, timing_lock, timing_section
 
 __all__ = [
     "STATUSES",
     "MeasureResult",
     "compare",
+    "cpu_lock",
     "empty_outputs",
     "measure",
     "measure_in_subprocess",
     "reference_outputs",
     "time_kernel",
     "timing_lock",
+    "timing_section",
     "tolerance",
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Union
 
 import numpy as np
@@ -19,7 +20,7 @@ from ..errors import CodegenError
 from ..memory import MemoryPlan
 from .check import compare
 from .result import MeasureResult
-from .timing import time_kernel, timing_lock
+from .timing import cpu_lock, time_kernel, timing_section
 
 __all__ = ["Reference", "empty_outputs", "measure", "reference_outputs"]
 
@@ -73,9 +74,44 @@ def measure(
     with the reason; outputs that differ from the reference give ``wrong`` (not
     timed); otherwise ``ok`` with the median, min and IQR of ``repeats`` runs
     after ``warmup``. With ``check=False`` the reference is not consulted.
-    ``lock_timing`` holds the machine's :func:`~autotune.measure.timing.timing_lock`
-    for the warm-up and timed runs only (build, compile and check run unlocked).
-    Crashes and timeouts need a separate process: see :func:`measure_in_subprocess`.
+    ``lock_timing`` takes the machine's locks (:mod:`autotune.measure.timing`):
+    the cpu lock shared while building, compiling, running once and checking;
+    then, for the warm-up and timed runs only, the timing lock and, when the
+    kernel has a parallel loop, the cpu lock exclusive. ``lock_timing=False``
+    takes neither lock. Crashes and timeouts need a separate process: see
+    :func:`measure_in_subprocess`.
+    """
+    with cpu_lock("shared", lock_timing):
+        prepared = _prepare(func_lowered, workload_or_reference, inputs, plan, check, cache_dir)
+    if isinstance(prepared, MeasureResult):
+        return prepared
+    run = _runner(prepared.kernel, prepared.args)
+    with timing_section(prepared.kernel.parallel, lock_timing):
+        median, low, iqr = time_kernel(run, warmup, repeats)
+    return MeasureResult("ok", prepared.max_abs_err, median, low, iqr, repeats, **prepared.fields)
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """A built, compiled and checked kernel, ready to time."""
+
+    kernel: Kernel
+    args: tuple[np.ndarray, ...]
+    max_abs_err: float | None
+    fields: dict[str, Any]
+
+
+def _prepare(
+    func_lowered: ir.Func,
+    workload_or_reference: Reference,
+    inputs: Sequence[np.ndarray],
+    plan: MemoryPlan | None,
+    check: bool,
+    cache_dir: str | None,
+) -> _Prepared | MeasureResult:
+    """Everything before timing: build, compile, run once and check.
+
+    Returns the ``error`` or ``wrong`` result, or what timing needs.
     """
     try:
         kernel = build(func_lowered, plan, cache_dir)
@@ -94,10 +130,7 @@ def measure(
         ok, err = compare(outputs, reference_outputs(workload_or_reference, inputs))
         if not ok:
             return MeasureResult("wrong", max_abs_err=err, **fields)
-    run = _runner(kernel, args)
-    with timing_lock(lock_timing):
-        median, low, iqr = time_kernel(run, warmup, repeats)
-    return MeasureResult("ok", err, median, low, iqr, repeats, **fields)
+    return _Prepared(kernel, args, err, fields)
 
 
 def _runner(kernel: Kernel, args: tuple[np.ndarray, ...]) -> Callable[[], None]:

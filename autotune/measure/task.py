@@ -49,8 +49,10 @@ class MeasureTask:
     ``pools`` are ``(name, bytes)`` pairs (empty: one unbounded pool).
     ``timeout`` bounds the timed part in seconds; executors add an allowance
     for starting the worker and compiling. ``lock_timing`` (on by default)
-    times under the machine's :func:`~autotune.measure.timing.timing_lock`, so
-    that workers on one machine compile side by side but time one at a time.
+    takes both of the machine's locks (:mod:`autotune.measure.timing`): workers
+    on one machine compile side by side under the shared cpu lock but time one
+    at a time under the timing lock, and a kernel with a parallel loop times
+    only while nobody compiles. ``False`` takes neither.
     """
 
     workload: str

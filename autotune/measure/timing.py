@@ -2,16 +2,41 @@
 
 Kernels timed at the same moment on one machine share its DRAM, L3 and cores,
 and each is slowed by the other (up to 40 % on the 2-core machines this runs
-on). :func:`timing_lock` serialises the timed part per machine: an exclusive
-``fcntl.flock`` on :func:`lock_path` (one file per user in the temporary
-directory), taken by every process that times through
-:func:`~autotune.measure.measure` - executor children, Ray workers on that
-node, ``autotune check`` - while compiles still run side by side. The kernel
-releases a ``flock`` when its holder dies, so a killed or crashed worker never
-blocks the others; a worker that hangs *while timing* holds it until its
-executor kills it.
+on). Two per-machine ``fcntl.flock`` files (one per user in the temporary
+directory) keep measurements apart. Every process that measures through
+:func:`~autotune.measure.measure` takes them - executor children, Ray workers
+on that node, ``autotune check``:
 
->>> with timing_lock():
+- the *timing lock* (:func:`timing_lock` on :func:`lock_path`), exclusive:
+  one process times at a time, while compiles still run side by side.
+- the *cpu lock* (:func:`cpu_lock` on :func:`cpu_lock_path`), a reader-writer
+  lock. A numba compile keeps one core busy for 1-5 s. A serial kernel timed
+  meanwhile runs on the other core and is barely disturbed, but a kernel with
+  a parallel loop runs on two threads, one per core, and loses one of them
+  (one kernel measured 0.4 ms alone, 4-11 ms next to a compile). So
+  ``measure`` holds the cpu lock *shared* while it builds, compiles, runs once
+  and checks (any number of compiles run side by side), and the timing of a
+  parallel kernel holds it *exclusive*: it waits for the compiles in flight
+  and keeps new ones out. A serial kernel's timing does not take it.
+
+Lock order: :func:`timing_section` takes the timing lock, then (parallel
+kernel) the cpu lock exclusive. Nobody waits for the timing lock while holding
+the cpu lock (``measure`` lets go of its shared hold before timing), so no
+cycle of waits can form.
+
+Starvation: ``flock`` gives a waiting exclusive holder no preference over new
+shared holders. With many workers whose compiles overlap, a parallel timing
+may wait for a long time, holding the timing lock, so every other timing waits
+with it.
+
+The kernel releases a ``flock`` when its holder dies, so a killed or crashed
+worker never blocks the others; a worker that hangs while holding a lock
+(timing, or compiling under the shared cpu lock) holds it until its executor
+kills it.
+
+>>> with cpu_lock("shared"):
+...     kernel.compile()
+>>> with timing_section(kernel.parallel):
 ...     median, low, iqr = time_kernel(run, warmup=2, repeats=10)
 """
 
@@ -24,17 +49,55 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
 from ..errors import MeasureError
 
-__all__ = ["lock_path", "time_kernel", "timing_lock"]
+__all__ = [
+    "LockMode",
+    "cpu_lock",
+    "cpu_lock_path",
+    "lock_path",
+    "time_kernel",
+    "timing_lock",
+    "timing_section",
+]
+
+LockMode = Literal["shared", "exclusive"]
+"""How :func:`cpu_lock` holds its file: ``shared`` (many holders) or ``exclusive`` (one)."""
+
+_FLOCK_OPS = {"shared": fcntl.LOCK_SH, "exclusive": fcntl.LOCK_EX}
 
 
 def lock_path() -> Path:
     """The machine's timing lock file: ``<tempdir>/autotune-timing-<uid>.lock``."""
     return Path(tempfile.gettempdir()) / f"autotune-timing-{os.getuid()}.lock"
+
+
+def cpu_lock_path() -> Path:
+    """The machine's cpu lock file: ``<tempdir>/autotune-cpu-<uid>.lock``, next to :func:`lock_path`."""
+    return Path(tempfile.gettempdir()) / f"autotune-cpu-{os.getuid()}.lock"
+
+
+@contextmanager
+def _flock(path: str | os.PathLike[str], mode: LockMode) -> Iterator[None]:
+    """Hold a ``flock`` on ``path`` (created if missing) in ``mode`` for the ``with`` body.
+
+    Each call opens its own file description, so two calls in one process
+    contend like two processes. The kernel drops the lock when the description
+    is closed, at the latest when the process dies.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, _FLOCK_OPS[mode])
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 @contextmanager
@@ -48,15 +111,45 @@ def timing_lock(enabled: bool = True, path: str | os.PathLike[str] | None = None
     if not enabled:
         yield
         return
-    fd = os.open(path if path is not None else lock_path(), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
+    with _flock(path if path is not None else lock_path(), "exclusive"):
+        yield
+
+
+@contextmanager
+def cpu_lock(
+    mode: LockMode, enabled: bool = True, path: str | os.PathLike[str] | None = None
+) -> Iterator[None]:
+    """Hold the per-machine cpu lock (``path``, default :func:`cpu_lock_path`) in ``mode``.
+
+    ``shared`` blocks while another holder has it exclusive; ``exclusive``
+    blocks while anyone holds it. As with :func:`timing_lock`, every call is its
+    own holder: never take it exclusive while this process holds it shared (it
+    would wait for itself), and never wait for the timing lock while holding it
+    (use :func:`timing_section`). ``enabled=False`` does nothing.
+    """
+    if mode not in _FLOCK_OPS:
+        raise MeasureError(f"cpu_lock: mode must be 'shared' or 'exclusive', got {mode!r}")
+    if not enabled:
+        yield
+        return
+    with _flock(path if path is not None else cpu_lock_path(), mode):
+        yield
+
+
+@contextmanager
+def timing_section(
+    parallel: bool,
+    enabled: bool = True,
+    timing_path: str | os.PathLike[str] | None = None,
+    cpu_path: str | os.PathLike[str] | None = None,
+) -> Iterator[None]:
+    """Hold the locks for timing a kernel: the timing lock, then the cpu lock exclusive if ``parallel``.
+
+    Always in this order (see the module docstring). ``enabled=False`` takes
+    neither; the paths default as in :func:`timing_lock` and :func:`cpu_lock`.
+    """
+    with timing_lock(enabled, timing_path), cpu_lock("exclusive", enabled and parallel, cpu_path):
+        yield
 
 
 def time_kernel(fn: Callable[[], object], warmup: int = 2, repeats: int = 10) -> tuple[float, float, float]:
@@ -64,7 +157,7 @@ def time_kernel(fn: Callable[[], object], warmup: int = 2, repeats: int = 10) ->
 
     Returns ``(median, min, iqr)`` in milliseconds (``iqr`` = 75th - 25th
     percentile), each run timed by itself with ``time.perf_counter_ns``. It
-    takes no lock: callers that share a machine wrap it in :func:`timing_lock`.
+    takes no lock: callers that share a machine wrap it in :func:`timing_section`.
     """
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
         raise MeasureError(f"time_kernel: warmup must be an int >= 0, got {warmup!r}")

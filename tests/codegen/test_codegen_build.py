@@ -57,7 +57,9 @@ def test_parallel_kernel_matches_numpy() -> None:
     func, reference = pool_chain(height=10, width=9, channels=3)
     par = _ParallelRows().visit(func)
     assert generate_source(par).text.count("numba.prange") == 2
-    inputs, outputs = run(build(par), par)
+    kernel = build(par)
+    assert kernel.parallel and not build(func).parallel
+    inputs, outputs = run(kernel, par)
     np.testing.assert_array_equal(outputs[0], reference(*inputs)[0])
 
 

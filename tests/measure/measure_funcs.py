@@ -9,16 +9,20 @@ from autotune import ir
 N = 64
 
 
-def _loop(var: ir.Var, extent: int, body: ir.Stmt) -> ir.Stmt:
-    return ir.For(var, ir.const(0), ir.const(extent), ir.ForKind.SERIAL, body)
+def _loop(var: ir.Var, extent: int, body: ir.Stmt, kind: ir.ForKind = ir.ForKind.SERIAL) -> ir.Stmt:
+    return ir.For(var, ir.const(0), ir.const(extent), kind, body)
 
 
-def axpy(n: int = N, skip_last: bool = False, offset: float = 1.0) -> ir.Func:
-    """``B[i] = A[i] * 2 + offset`` through an intermediate ``T``; ``skip_last`` leaves B[n-1] unwritten."""
+def axpy(n: int = N, skip_last: bool = False, offset: float = 1.0, parallel: bool = False) -> ir.Func:
+    """``B[i] = A[i] * 2 + offset`` through an intermediate ``T``; ``skip_last`` leaves B[n-1] unwritten.
+
+    ``parallel`` makes both loops parallel (``numba.prange``).
+    """
     a, b, t = ir.decl_buffer("A", (n,)), ir.decl_buffer("B", (n,)), ir.decl_buffer("T", (n,))
     i, j = ir.Var("i"), ir.Var("j")
-    fill = _loop(i, n, ir.BufferStore(t, a[i] * 2.0, (i,)))
-    use = _loop(j, n - 1 if skip_last else n, ir.BufferStore(b, t[j] + offset, (j,)))
+    kind = ir.ForKind.PARALLEL if parallel else ir.ForKind.SERIAL
+    fill = _loop(i, n, ir.BufferStore(t, a[i] * 2.0, (i,)), kind)
+    use = _loop(j, n - 1 if skip_last else n, ir.BufferStore(b, t[j] + offset, (j,)), kind)
     body = ir.Allocate(t.data, "float32", (ir.const(n),), ir.DeclBuffer(t, ir.seq(fill, use)))
     return ir.Func("axpy", (a, b), body)
 

@@ -1,9 +1,14 @@
-"""The per-machine timing lock: two processes never time at once, a killed holder frees it, and
-``measure`` holds it for the timed runs only.
+"""The per-machine locks of measurement.
 
-The processes are plain ``python -c`` children that import the lock and meet at
-a start file, so they contend from the same moment. Every test uses its own
-lock file in ``tmp_path`` (never the machine's, which a tuner may be holding).
+The timing lock: two processes never time at once, a killed holder frees it,
+and ``measure`` holds it for the timed runs only. The cpu lock: any number of
+shared holders (compiles) side by side, the timing of a parallel kernel waits
+for them (a serial one does not), a killed holder frees it, and ``measure``
+holds it shared while compiling and exclusive while timing a parallel kernel.
+
+The processes are plain ``python -c`` children that import the locks and meet
+at a start file, so they contend from the same moment. Every test uses its own
+lock files in ``tmp_path`` (never the machine's, which a tuner may be holding).
 Times are ``time.monotonic()``, one clock for every process on Linux.
 """
 
@@ -25,6 +30,8 @@ import numpy as np
 import pytest
 from measure_funcs import N, axpy, axpy_reference
 
+from autotune.codegen import Kernel
+from autotune.errors import MeasureError
 from autotune.measure import measure, timing
 from autotune.measure.task import MeasureTask
 
@@ -47,15 +54,29 @@ with open(out, "w") as f:
         time.sleep(0.01)  # give the other process a chance to take it
 """
 
-SLEEPER = """
-import sys, time
+SECTION = """
+import json, sys, time
 from pathlib import Path
-from autotune.measure.timing import timing_lock
+from autotune.measure.timing import cpu_lock, timing_section
 
-with timing_lock(True, sys.argv[1]):
-    Path(sys.argv[2]).write_text("held")
-    time.sleep(120)
+kind, timing_file, cpu_file, start_after, held, out, hold = sys.argv[1:8]
+while not Path(start_after).exists():
+    time.sleep(0.005)
+asked = time.monotonic()
+if kind in ("shared", "exclusive"):
+    section = cpu_lock(kind, True, cpu_file)
+else:
+    section = timing_section(kind == "parallel", True, timing_file, cpu_file)
+with section:
+    start = time.monotonic()
+    Path(held).write_text("held")
+    time.sleep(float(hold))
+    end = time.monotonic()
+Path(out).write_text(json.dumps([asked, start, end]))
 """
+"""Holds one section for ``hold`` seconds once ``start_after`` exists: the cpu lock ``shared`` or
+``exclusive``, or the timing section of a ``parallel`` or ``serial`` kernel. Writes ``held`` on entry
+and ``[asked, acquired, released]`` to ``out``."""
 
 
 def _spans(tmp_path: Path, enabled: bool, spans: int = 3, hold: float = 0.15) -> list[tuple[float, float]]:
@@ -87,18 +108,40 @@ def _spans(tmp_path: Path, enabled: bool, spans: int = 3, hold: float = 0.15) ->
     return sorted(found)  # type: ignore[arg-type]
 
 
-def _held(path: Path) -> bool:
-    """Whether another open file description holds an exclusive flock on ``path``."""
+def _mode(path: Path) -> str | None:
+    """How other open file descriptions hold ``path``: ``"exclusive"``, ``"shared"`` or None (free)."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
+        for op, held_as in ((fcntl.LOCK_SH, "exclusive"), (fcntl.LOCK_EX, "shared")):
+            try:
+                fcntl.flock(fd, op | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return held_as
+        return None
     finally:
         os.close(fd)
+
+
+def _start(tmp_path: Path, name: str, kind: str, start_after: Path, hold: float) -> subprocess.Popen[bytes]:
+    """Start a :data:`SECTION` process; it writes ``<name>.held`` and ``<name>.json`` in ``tmp_path``."""
+    files = (tmp_path / "timing.lock", tmp_path / "cpu.lock", start_after)
+    outs = (tmp_path / f"{name}.held", tmp_path / f"{name}.json")
+    return subprocess.Popen([sys.executable, "-c", SECTION, kind, *map(str, (*files, *outs)), str(hold)])
+
+
+def _finish(tmp_path: Path, name: str, proc: subprocess.Popen[bytes]) -> tuple[float, float, float]:
+    """Wait for a :data:`SECTION` process; return when it asked, acquired and released."""
+    assert proc.wait(timeout=30) == 0
+    asked, start, end = json.loads((tmp_path / f"{name}.json").read_text())
+    return asked, start, end
+
+
+def _wait_held(tmp_path: Path, name: str, proc: subprocess.Popen[bytes]) -> None:
+    """Wait until a :data:`SECTION` process holds its lock."""
+    deadline = time.monotonic() + 20
+    while not (tmp_path / f"{name}.held").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, f"{name} did not take its lock"
+        time.sleep(0.01)
 
 
 def test_two_processes_never_hold_it_at_once(tmp_path: Path) -> None:
@@ -115,34 +158,78 @@ def test_without_the_lock_the_spans_overlap(tmp_path: Path) -> None:
     assert any(end > start for (_, end), (start, _) in pairwise(spans)), spans
 
 
-def test_a_killed_holder_releases_it(tmp_path: Path) -> None:
-    lock, held = tmp_path / "timing.lock", tmp_path / "held"
-    proc = subprocess.Popen([sys.executable, "-c", SLEEPER, str(lock), str(held)])
+@pytest.mark.parametrize(
+    ("kind", "lock_name"),
+    [pytest.param("serial", "timing.lock", id="timing"), pytest.param("exclusive", "cpu.lock", id="cpu")],
+)
+def test_a_killed_holder_releases_it(tmp_path: Path, kind: str, lock_name: str) -> None:
+    lock = tmp_path / lock_name
+    proc = _start(tmp_path, "holder", kind, tmp_path, hold=120)
     try:
-        deadline = time.monotonic() + 20
-        while not held.exists():
-            assert proc.poll() is None and time.monotonic() < deadline, "the holder did not start"
-            time.sleep(0.01)
-        assert _held(lock)
+        _wait_held(tmp_path, "holder", proc)
+        assert _mode(lock) == "exclusive"
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
     assert proc.returncode == -signal.SIGKILL
-    assert not _held(lock)
-    with timing.timing_lock(True, lock):  # and it can be taken again, at once
-        assert _held(lock)
+    assert _mode(lock) is None
+    again = timing.timing_lock(True, lock) if kind == "serial" else timing.cpu_lock("exclusive", True, lock)
+    with again:  # and it can be taken again, at once
+        assert _mode(lock) == "exclusive"
+
+
+@pytest.mark.parametrize("parallel", [True, False])
+def test_a_parallel_timing_waits_for_a_compile(tmp_path: Path, parallel: bool) -> None:
+    """While a process holds the cpu lock shared (compiling), a parallel kernel's timing section
+    does not start; a serial one does."""
+    timer = _start(tmp_path, "timer", "parallel" if parallel else "serial", tmp_path / "compiler.held", 0.05)
+    compiler = _start(tmp_path, "compiler", "shared", tmp_path, hold=1.0)
+    _, compile_start, compile_end = _finish(tmp_path, "compiler", compiler)
+    asked, timing_start, _ = _finish(tmp_path, "timer", timer)
+    assert compile_start <= asked < compile_end  # the timer did ask during the compile
+    if parallel:
+        assert timing_start >= compile_end
+    else:
+        assert timing_start < compile_end
+
+
+@pytest.mark.parametrize("mode", ["shared", "exclusive"])
+def test_shared_holders_overlap(tmp_path: Path, mode: str) -> None:
+    """Two compiles (shared) hold the cpu lock side by side; two exclusive holders take turns."""
+    go = tmp_path / "go"
+    procs = {name: _start(tmp_path, name, mode, go, hold=0.6) for name in ("a", "b")}
+    time.sleep(0.3)
+    go.write_text("go")
+    (_, first_end), (second_start, _) = sorted(_finish(tmp_path, n, p)[1:] for n, p in procs.items())
+    if mode == "shared":
+        assert second_start < first_end
+    else:
+        assert first_end <= second_start
 
 
 def test_disabled_takes_nothing(tmp_path: Path) -> None:
-    lock = tmp_path / "timing.lock"
-    with timing.timing_lock(False, lock):
-        assert not lock.exists()
+    lock, cpu = tmp_path / "timing.lock", tmp_path / "cpu.lock"
+    with timing.timing_lock(False, lock), timing.cpu_lock("shared", False, cpu):
+        assert not lock.exists() and not cpu.exists()
+    with timing.timing_section(True, False, lock, cpu):
+        assert not lock.exists() and not cpu.exists()
 
 
-def test_the_default_lock_is_per_user_in_the_temp_dir() -> None:
-    path = timing.lock_path()
+def test_the_default_locks_are_per_user_in_the_temp_dir() -> None:
+    path, cpu = timing.lock_path(), timing.cpu_lock_path()
     assert path.name == f"autotune-timing-{os.getuid()}.lock"
-    assert path.parent == Path(tempfile.gettempdir())
+    assert cpu.name == f"autotune-cpu-{os.getuid()}.lock"
+    assert path.parent == cpu.parent == Path(tempfile.gettempdir())
+
+
+def test_cpu_lock_rejects_an_unknown_mode(tmp_path: Path) -> None:
+    unknown = timing.cpu_lock("read", True, tmp_path / "cpu.lock")  # type: ignore[arg-type]
+    with (
+        pytest.raises(MeasureError, match="cpu_lock: mode must be 'shared' or 'exclusive', got 'read'"),
+        unknown,
+    ):
+        pass
+    assert not (tmp_path / "cpu.lock").exists()
 
 
 def test_measure_task_keeps_the_switch_and_pickles() -> None:
@@ -153,29 +240,69 @@ def test_measure_task_keeps_the_switch_and_pickles() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("locked", [True, False])
-def test_measure_holds_it_for_the_timed_runs_only(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, locked: bool
+@pytest.mark.parametrize(("locked", "parallel"), [(True, False), (True, True), (False, True)])
+def test_measure_holds_the_locks_while_it_should(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, locked: bool, parallel: bool
 ) -> None:
-    """Not while building, compiling or checking (``compare``); during warm-up and repeats when asked."""
+    """The cpu lock shared while building and checking (``compare``); the timing lock, and the cpu
+    lock exclusive for a parallel kernel, during warm-up and repeats; nothing with ``lock_timing=False``."""
     from autotune.measure import run
 
-    lock = tmp_path / "timing.lock"
+    lock, cpu = tmp_path / "timing.lock", tmp_path / "cpu.lock"
     monkeypatch.setattr(timing, "lock_path", lambda: lock)
-    seen: dict[str, bool] = {}
-    compare, time_kernel = run.compare, run.time_kernel
+    monkeypatch.setattr(timing, "cpu_lock_path", lambda: cpu)
+    seen: dict[str, object] = {}
+    build, compare, time_kernel = run.build, run.compare, run.time_kernel
+
+    def checking_build(*args: object) -> Kernel:
+        seen["build"] = (_mode(lock), _mode(cpu))
+        kernel = build(*args)  # type: ignore[arg-type]
+        seen["parallel"] = kernel.parallel
+        return kernel
 
     def checking_compare(*args: object) -> object:
-        seen["check"] = _held(lock)
+        seen["check"] = (_mode(lock), _mode(cpu))
         return compare(*args)  # type: ignore[arg-type]
 
     def checking_time_kernel(fn: object, warmup: int, repeats: int) -> object:
-        seen["timing"] = _held(lock)
+        seen["timing"] = (_mode(lock), _mode(cpu))
         return time_kernel(fn, warmup, repeats)  # type: ignore[arg-type]
 
+    monkeypatch.setattr(run, "build", checking_build)
     monkeypatch.setattr(run, "compare", checking_compare)
     monkeypatch.setattr(run, "time_kernel", checking_time_kernel)
-    result = measure(axpy(), axpy_reference, [np.arange(N, dtype=np.float32)], repeats=2, lock_timing=locked)
+    func = axpy(parallel=parallel)
+    result = measure(func, axpy_reference, [np.arange(N, dtype=np.float32)], repeats=2, lock_timing=locked)
     assert result.status == "ok", result.error
-    assert seen == {"check": False, "timing": locked}
-    assert not _held(lock)
+    compiling = (None, "shared" if locked else None)
+    timed = ("exclusive" if locked else None, "exclusive" if locked and parallel else None)
+    assert seen == {"build": compiling, "parallel": parallel, "check": compiling, "timing": timed}
+    assert _mode(lock) is None and _mode(cpu) is None
+
+
+@pytest.mark.slow
+def test_measure_waits_to_compile_while_a_parallel_kernel_times(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another worker times a parallel kernel (the cpu lock exclusive) for 1 s: ``measure`` builds
+    and compiles only once it is done, and then measures normally."""
+    from autotune.measure import run
+
+    monkeypatch.setattr(timing, "lock_path", lambda: tmp_path / "timing.lock")
+    monkeypatch.setattr(timing, "cpu_lock_path", lambda: tmp_path / "cpu.lock")
+    built: list[float] = []
+    build = run.build
+
+    def timed_build(*args: object) -> Kernel:
+        built.append(time.monotonic())
+        return build(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(run, "build", timed_build)
+    other = _start(tmp_path, "other", "parallel", tmp_path, hold=1.0)
+    _wait_held(tmp_path, "other", other)
+    called = time.monotonic()
+    result = measure(axpy(parallel=True), axpy_reference, [np.arange(N, dtype=np.float32)], repeats=2)
+    _, _, other_end = _finish(tmp_path, "other", other)
+    assert result.status == "ok", result.error
+    assert called < other_end  # measure was called while the other worker was timing
+    assert len(built) == 1 and built[0] >= other_end
