@@ -72,6 +72,34 @@ def test_best_json_from_a_newer_format_version(tmp_path: Path, capsys: pytest.Ca
 
 
 @pytest.mark.parametrize(
+    ("version", "message"),
+    [
+        (0, "'version' must be 1, got 0"),
+        (-1, "'version' must be 1, got -1"),
+        (True, "'version' must be an integer, got True"),
+        (1.0, "'version' must be an integer, got 1.0"),
+        ("1", "'version' must be an integer, got '1'"),
+    ],
+    ids=["zero", "negative", "bool", "float", "string"],
+)
+def test_trace_with_an_unsupported_version(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], version: Any, message: str
+) -> None:
+    """Only format version 1 is read: not 0 (nor ``true`` or ``1.0``, which equal 1 in Python)."""
+    doc = {**rolling_pool_trace(), "version": version}
+    best = write_best(tmp_path / "best.json", doc)
+    with pytest.raises(ScheduleError) as info:
+        load_trace(str(best))
+    assert str(info.value) == f"trace: {best}: {message}"
+    with pytest.raises(ScheduleError) as info:  # the same document as text
+        Schedule.replay(POOL.func, json.dumps(doc))
+    assert str(info.value) == f"trace: trace: {message}"
+    code, out, err = run_cli(capsys, "show", "pool_chain", "--trace", str(best))
+    assert (code, out) == (2, "")
+    assert err == f"autotune: error: trace: {best}: {message}\n"
+
+
+@pytest.mark.parametrize(
     ("text", "message"),
     [
         ("[" * 100_000, "not valid JSON (nested too deeply)"),

@@ -19,6 +19,7 @@ from ..config import WorkloadConfig, load_workload
 from ..lowering import lower
 from ..memory import Pool, draw, format_size
 from ..schedule import Schedule
+from ..search.log import write_atomic
 from .plots import plot_convergence, plot_pareto
 from .results import load_results, summary, write_tables
 
@@ -133,6 +134,4 @@ def write_report(directory: str | os.PathLike[str]) -> Path:
     if best is not None:
         md += ["![memory plan of the best schedule](pools.png)", ""]
     md += ["Every trial: [trials.csv](trials.csv), [trials.parquet](trials.parquet), `trials.jsonl`.", ""]
-    path = out / "report.md"
-    path.write_text("\n".join(md), encoding="utf-8")
-    return path
+    return write_atomic(out / "report.md", "\n".join(md))

@@ -67,7 +67,7 @@ def dumps(steps: tuple[Step, ...]) -> str:
 
 
 def parse(data: Any, source: str = "trace") -> tuple[Step, ...]:
-    """Steps from a decoded JSON document; raises ScheduleError on a malformed or newer trace."""
+    """Steps from a decoded JSON document; raises ScheduleError on a malformed trace or another format version."""
     if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
         raise ScheduleError("trace", f"{source}: expected an object with a 'steps' list")
     version = data.get("version")
@@ -75,6 +75,8 @@ def parse(data: Any, source: str = "trace") -> tuple[Step, ...]:
         raise ScheduleError("trace", f"{source}: 'version' must be an integer, got {version!r}")
     if version > TRACE_VERSION:
         raise ScheduleError("trace", f"{source}: trace format version {version} is newer than this autotune ({TRACE_VERSION})")
+    if version < TRACE_VERSION:  # TRACE_VERSION is the only format read: a lower number is a bad value
+        raise ScheduleError("trace", f"{source}: 'version' must be {TRACE_VERSION}, got {version!r}")
     steps = []
     for i, raw in enumerate(data["steps"]):
         if not isinstance(raw, dict) or not isinstance(raw.get("op"), str) or not isinstance(raw.get("args", {}), dict):

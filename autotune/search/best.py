@@ -34,6 +34,7 @@ from ..schedule import Schedule
 from ..workloads import Workload
 from . import candidates as cand
 from .executors import Executor
+from .log import write_atomic
 from .records import TrialRecord
 from .stopwatch import DriverTime
 
@@ -186,6 +187,9 @@ def _write(
             "candidates": [{"trial": r.trial, **f.to_json()} for r, f in zip(top, figs)],
         },
     }
-    (out / "best.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    (out / "best_ir.txt").write_text(str(lowering.lowered.func).rstrip("\n") + "\n", encoding="utf-8")
-    (out / "best_kernel.py").write_text(generate_source(lowering.lowered.func).text, encoding="utf-8")
+    ir_text = str(lowering.lowered.func).rstrip("\n") + "\n"
+    kernel = generate_source(lowering.lowered.func).text
+    # each file is replaced whole; best.json last: in a new directory it means all three are there
+    write_atomic(out / "best_ir.txt", ir_text)
+    write_atomic(out / "best_kernel.py", kernel)
+    write_atomic(out / "best.json", json.dumps(data, indent=1) + "\n")

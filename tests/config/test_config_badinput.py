@@ -16,24 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from config_helpers import WORKLOAD, base_config, write_config
 
 from autotune import cli
 from autotune.config import REPO_ROOT, load_config
 from autotune.errors import ConfigError
 from autotune.search import tuner as tuner_module
 
-BASE = """\
-name: demo
-workload: {name: pool_chain, args: {height: 20, width: 20, channels: 4}}
-memory:
-  pools:
-    - {name: dtcm, size: 64KiB}
-    - {name: sram, size: 2MiB}
-search:
-  space: cascade
-  trials: 4
-"""
-WORKLOAD = "{name: pool_chain, args: {height: 20, width: 20, channels: 4}}"
+BASE = base_config(trials=4)
 
 
 @pytest.fixture
@@ -47,8 +37,7 @@ def no_tuning(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def run_config(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str) -> tuple[int, str, str, Path]:
-    path = tmp_path / "bad.yaml"
-    path.write_text(text, encoding="utf-8")
+    path = write_config(tmp_path, text)
     code = cli.main(["run", str(path), "--output", str(tmp_path / "out"), "--no-progress"])
     out, err = capsys.readouterr()
     return code, out, err, path
@@ -137,8 +126,7 @@ def test_python_tags_are_rejected_and_nothing_runs(tmp_path: Path, case: str) ->
     the caret line of PyYAML's error text.)"""
     line, expected = PYTHON_TAGS[case]
     marker = tmp_path / "ran"
-    path = tmp_path / "evil.yaml"
-    path.write_text(BASE.replace("  trials: 4", line.format(marker=marker)), encoding="utf-8")
+    path = write_config(tmp_path, BASE.replace("  trials: 4", line.format(marker=marker)), "evil.yaml")
     with pytest.raises(ConfigError) as err:
         load_config(path)
     assert str(err.value) == f"{path}:{expected}"

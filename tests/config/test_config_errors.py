@@ -5,21 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from config_helpers import WORKLOAD, base_config, write_config
 
 from autotune.config import WorkloadConfig, load_config, load_workload
 from autotune.errors import ConfigError
 
-BASE = """\
-name: demo
-workload: {name: pool_chain, args: {height: 20, width: 20, channels: 4}}
-memory:
-  pools:
-    - {name: dtcm, size: 64KiB}
-    - {name: sram, size: 2MiB}
-search:
-  space: cascade
-  trials: 40
-"""
+BASE = base_config(trials=40)
 
 SIZE = "expected a positive size such as 65536, 64KiB or 2MiB"
 
@@ -65,7 +56,7 @@ CASES = {
         "2: workload: expected exactly one of 'name' (a built-in workload) or 'path' ('file.py:function')",
     ),
     "a path without a function": (
-        ("{name: pool_chain, args: {height: 20, width: 20, channels: 4}}", "{path: w.py}"),
+        (WORKLOAD, "{path: w.py}"),
         "2: workload.path: expected 'path/to/file.py:function', got 'w.py'",
     ),
     "a negative size": (("size: 2MiB", "size: -3KiB"), f"6: memory.pools[1].size: {SIZE}, got '-3KiB'"),
@@ -130,22 +121,19 @@ CASES = {
 def test_bad_config(tmp_path: Path, case: str) -> None:
     (old, new), expected = CASES[case]
     assert old in BASE, old
-    path = tmp_path / "bad.yaml"
-    path.write_text(BASE.replace(old, new, 1))
+    path = write_config(tmp_path, BASE.replace(old, new, 1))
     with pytest.raises(ConfigError) as err:
         load_config(path)
     assert str(err.value) == f"{path}:{expected}"
 
 
 def test_base_is_good(tmp_path: Path) -> None:
-    path = tmp_path / "good.yaml"
-    path.write_text(BASE)
+    path = write_config(tmp_path, BASE, "good.yaml")
     assert load_config(path).search.trials == 40
 
 
 def test_unknown_space_suggests_the_closest(tmp_path: Path) -> None:
-    path = tmp_path / "bad.yaml"
-    path.write_text(BASE.replace("space: cascade", "space: cascde"))
+    path = write_config(tmp_path, BASE.replace("space: cascade", "space: cascde"))
     with pytest.raises(
         ConfigError,
         match=r"bad\.yaml:8: search\.space: no space file 'cascde' \(looked for .*\); did you mean 'cascade'\?$",
@@ -168,8 +156,7 @@ def test_unknown_space_suggests_the_closest(tmp_path: Path) -> None:
     ],
 )
 def test_not_a_mapping(tmp_path: Path, text: str, expected: str) -> None:
-    path = tmp_path / "bad.yaml"
-    path.write_text(text)
+    path = write_config(tmp_path, text)
     with pytest.raises(ConfigError) as err:
         load_config(path)
     assert str(err.value) == f"{path}:{expected}" if expected[0].isdigit() else f"{path}: {expected}"
@@ -182,12 +169,7 @@ def test_missing_config_file(tmp_path: Path) -> None:
 
 
 def test_workload_file_that_does_not_exist(tmp_path: Path) -> None:
-    path = tmp_path / "bad.yaml"
-    path.write_text(
-        BASE.replace(
-            "{name: pool_chain, args: {height: 20, width: 20, channels: 4}}", "{path: lib/missing.py:make}"
-        )
-    )
+    path = write_config(tmp_path, BASE.replace(WORKLOAD, "{path: lib/missing.py:make}"))
     with pytest.raises(ConfigError) as err:
         load_config(path)
     missing = tmp_path.resolve() / "lib" / "missing.py"
@@ -199,14 +181,8 @@ def test_workload_file_that_does_not_exist(tmp_path: Path) -> None:
 
 def _file_workload(tmp_path: Path, source: str, function: str = "make") -> WorkloadConfig:
     (tmp_path / "mine.py").write_text(source)
-    path = tmp_path / "run.yaml"
-    path.write_text(
-        BASE.replace(
-            "{name: pool_chain, args: {height: 20, width: 20, channels: 4}}",
-            f"{{path: mine.py:{function}, args: {{side: 12}}}}",
-        )
-    )
-    return load_config(path).workload
+    text = BASE.replace(WORKLOAD, f"{{path: mine.py:{function}, args: {{side: 12}}}}")
+    return load_config(write_config(tmp_path, text, "run.yaml")).workload
 
 
 def test_workload_file_that_raises_on_import(tmp_path: Path) -> None:

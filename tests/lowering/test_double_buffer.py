@@ -6,12 +6,12 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from ir_helpers import allocations
 
 from autotune import ir, te, workloads
 from autotune.errors import LoweringError
 from autotune.lowering import lower
 from autotune.lowering.double_buffer import inject_double_buffer
-from autotune.memory.lowering import in_registers
 from autotune.schedule import AXIS_SEPARATOR, Schedule
 from autotune.schedule.tree import replace_stmt
 
@@ -28,11 +28,6 @@ def staged(n: int = 4 * 8192, tile: int = 8192) -> Schedule:
 def banked(n: int = 4 * 8192, tile: int = 8192, bank: int = 4096) -> Schedule:
     """The staged tile laid out as ``[tile // bank | bank]``: banks of ``bank`` elements."""
     return staged(n, tile).transform_layout("A_local_vtcm", "A_local_vtcm", lambda i: [i // bank, AXIS_SEPARATOR, i % bank])
-
-
-def allocations(func: ir.Func) -> dict[str, tuple[int, ...]]:
-    """Physical extents of every allocation of a lowered function, by buffer name."""
-    return {a.data.name.removesuffix("_data"): tuple(ir.as_int(e) for e in a.extents) for a in ir.collect(func.body, ir.Allocate) if not in_registers(a)}
 
 
 def decls(func: ir.Func) -> dict[str, ir.Buffer]:

@@ -7,7 +7,6 @@ from dataclasses import replace
 import numpy as np
 
 from autotune import ir
-from autotune.memory.lowering import in_registers
 
 
 def count_computations(func: ir.Func, block: str) -> tuple[ir.Func, np.ndarray]:
@@ -31,8 +30,3 @@ def count_computations(func: ir.Func, block: str) -> tuple[ir.Func, np.ndarray]:
     n_in = len(func.params) - func.num_outputs
     params = (*func.params[:n_in], counter, *func.params[n_in:])
     return replace(func, body=body, params=params), np.zeros(out.const_shape(), np.int32)
-
-
-def allocations(func: ir.Func) -> dict[str, tuple[int, ...]]:
-    """Physical extents of every allocation of a lowered function, by buffer name."""
-    return {a.data.name.removesuffix("_data"): tuple(ir.as_int(e) for e in a.extents) for a in ir.collect(func.body, ir.Allocate) if not in_registers(a)}

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from schedule_helpers import allocations
+from ir_helpers import allocations
 
 from autotune import ir, te, workloads
 from autotune.errors import ScheduleError

@@ -12,7 +12,7 @@ import math
 import re
 
 import pytest
-from schedule_helpers import allocations
+from ir_helpers import allocations
 
 from autotune import workloads
 from autotune.errors import ScheduleError

@@ -6,7 +6,8 @@ import re
 
 import numpy as np
 import pytest
-from schedule_helpers import allocations, count_computations
+from ir_helpers import allocations
+from schedule_helpers import count_computations
 
 from autotune import workloads
 from autotune.errors import ScheduleError

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from schedule_helpers import allocations
+from ir_helpers import allocations
 
 from autotune import ir, te, workloads
 from autotune.errors import ConfigError, PoolOverflowError, ScheduleError

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from search_runs import write_run_config
 
 from autotune.config import load_config
 from autotune.measure.task import MeasureTask
@@ -60,26 +60,13 @@ def cluster() -> Iterator[Any]:
 
 
 def write_config(tmp_path: Path, address: str) -> Path:
-    cfg = {
-        "name": "cluster",
-        "workload": {"name": "pool_chain", "args": {"height": 16, "width": 16, "channels": 4}},
-        "memory": {"pools": [{"name": "sram", "size": "2MiB"}], "peak_limit": None},
-        "search": {
-            "space": "cascade",
-            "trials": 6,
-            "sampler": "random",
-            "cost_model": "none",
-            "seed": 1,
-            "batch": 6,
-            "measure_per_round": 6,
-        },
-        "measure": {"warmup": 1, "repeats": 3, "timeout": "10s", "check": True},
-        "ray": {"address": address, "workers": 2},
-        "output": str(tmp_path / "out"),
-    }
-    path = tmp_path / "cluster.yaml"
-    path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
-    return path
+    """pool_chain on a 16x16x4 image, one round of 6 random trials, run on the cluster at ``address``."""
+    workload = {"name": "pool_chain", "args": {"height": 16, "width": 16, "channels": 4}}
+    memory = {"pools": [{"name": "sram", "size": "2MiB"}], "peak_limit": None}
+    knobs = dict(trials=6, sampler="random", cost_model="none", seed=1, batch=6, measure_per_round=6)
+    return write_run_config(
+        tmp_path, "cluster", workload, memory=memory, address=address, output=tmp_path / "out", **knobs
+    )
 
 
 @pytest.mark.slow

@@ -27,14 +27,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from fault_workloads import FILE
+from search_runs import InProcess, write_run_config
 
 from autotune import cli
 from autotune.config import load_config
 from autotune.errors import AutotuneError
 from autotune.measure.result import MeasureResult
-from autotune.measure.task import MeasureTask, remeasure_tasks, run_task
+from autotune.measure.task import MeasureTask
 from autotune.report import write_report
 from autotune.search import log as log_module
 from autotune.search import tuner as tuner_module
@@ -48,27 +48,8 @@ WORKLOAD = {"name": "pool_chain", "args": {"height": 12, "width": 10, "channels"
 
 def write_config(tmp_path: Path, name: str, workload: dict[str, Any] = WORKLOAD, **search: Any) -> Path:
     """A small pool_chain config with no peak limit (few infeasible trials); ``search`` overrides."""
-    cfg = {
-        "name": name,
-        "workload": workload,
-        "memory": {"pools": [{"name": "dtcm", "size": "8KiB"}, {"name": "sram", "size": "2MiB"}]},
-        "search": {
-            "space": "cascade",
-            "trials": 8,
-            "sampler": "tpe",
-            "cost_model": "none",
-            "seed": 5,
-            "batch": 2,
-            "measure_per_round": 2,
-            **search,
-        },
-        "measure": {"warmup": 1, "repeats": 2, "timeout": "10s", "check": True},
-        "ray": {"address": None, "workers": 2},
-        "output": str(tmp_path / name),
-    }
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
-    return path
+    knobs = {"trials": 8, "cost_model": "none", "seed": 5, "batch": 2, "measure_per_round": 2, **search}
+    return write_run_config(tmp_path, name, workload, repeats=2, **knobs)
 
 
 def log_lines(out: Path) -> list[dict[str, Any]]:
@@ -103,23 +84,6 @@ class Recording(Executor):
 
     def close(self) -> None:
         self.inner.close()
-
-
-class InProcess(Executor):
-    """Measures in the test process (no worker start-up): for the tests that are about the disk."""
-
-    name = "faults-in-process"
-    workers = 1
-
-    def run(self, tasks: Sequence[MeasureTask]) -> Iterator[tuple[int, MeasureResult, str]]:
-        for i, task in enumerate(tasks):
-            yield i, run_task(task), "test"
-
-    def remeasure(self, tasks: Sequence[MeasureTask], rounds: int) -> list[list[MeasureResult]]:
-        return remeasure_tasks(tasks, rounds)
-
-    def close(self) -> None:
-        pass
 
 
 def assert_nothing_lost(recorded: list[tuple[str, MeasureResult]], logged: list[TrialRecord]) -> None:

@@ -8,75 +8,29 @@ module under a minute; one run goes through Ray with two workers.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from search_runs import POOLS, InProcess, write_run_config
 
 from autotune import cli
 from autotune.config import RunConfig, load_config
 from autotune.errors import AutotuneError, ConfigError
 from autotune.measure.result import MeasureResult
-from autotune.measure.task import MeasureTask, remeasure_tasks, run_task
-from autotune.search.executors import Executor
 from autotune.search.log import TrialLog
 from autotune.search.tuner import tune
 
 pytestmark = pytest.mark.slow
 
 WORKLOAD = {"name": "pool_chain", "args": {"height": 20, "width": 20, "channels": 8}}
-POOLS = [{"name": "dtcm", "size": "8KiB"}, {"name": "sram", "size": "2MiB"}]
 
 
 def write_config(tmp_path: Path, name: str = "run", **search: Any) -> Path:
     """A small pool_chain config in ``tmp_path``; ``search`` overrides the search section."""
-    peak_limit = search.pop("peak_limit", "12KiB")
-    cfg = {
-        "name": name,
-        "workload": WORKLOAD,
-        "memory": {"pools": POOLS, "peak_limit": peak_limit},
-        "search": {
-            "space": "cascade",
-            "trials": 6,
-            "sampler": "tpe",
-            "cost_model": "xgboost",
-            "seed": 3,
-            "batch": 8,
-            "measure_per_round": 3,
-            **search,
-        },
-        "measure": {"warmup": 1, "repeats": 3, "timeout": "10s", "check": True},
-        "ray": {"address": None, "workers": 2},
-        "output": str(tmp_path / name),
-    }
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
-    return path
-
-
-class InProcess(Executor):
-    """Measures in this process; ``fail`` maps a task's position in a ``run`` call to a failure."""
-
-    name = "test-in-process"
-
-    def __init__(self, fail: dict[int, MeasureResult] | None = None) -> None:
-        self.workers = 1
-        self.fail = fail or {}
-        self.calls = 0
-
-    def run(self, tasks: Sequence[MeasureTask]) -> Iterator[tuple[int, MeasureResult, str]]:
-        for i, task in enumerate(tasks):
-            result = self.fail.get(self.calls)
-            self.calls += 1
-            yield i, result if result is not None else run_task(task), "test"
-
-    def remeasure(self, tasks: Sequence[MeasureTask], rounds: int) -> list[list[MeasureResult]]:
-        return remeasure_tasks(tasks, rounds)
-
-    def close(self) -> None:
-        pass
+    memory = {"pools": POOLS, "peak_limit": search.pop("peak_limit", "12KiB")}
+    knobs = {"trials": 6, "cost_model": "xgboost", "seed": 3, "batch": 8, "measure_per_round": 3, **search}
+    return write_run_config(tmp_path, name, WORKLOAD, memory=memory, **knobs)
 
 
 def records(out: Path) -> list[Any]:

@@ -1,0 +1,106 @@
+"""The end of a run writes best.json, best_ir.txt and best_kernel.py; a failed rewrite keeps the old best.json.
+
+``finish`` runs here on hand-made trial records with an executor whose
+re-measure makes its figures up, so nothing is compiled or timed.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+from search_runs import write_run_config
+
+from autotune.config import RunConfig, load_config, load_workload
+from autotune.measure.result import MeasureResult
+from autotune.measure.task import MeasureTask
+from autotune.schedule import Schedule
+from autotune.search import log as log_module
+from autotune.search.best import REMEASURE_ROUNDS, finish
+from autotune.search.executors import Executor
+from autotune.search.records import TrialRecord
+from autotune.workloads import Workload
+
+WORKLOAD = {"name": "pool_chain", "args": {"height": 12, "width": 10, "channels": 4}}
+
+
+class MadeUp(Executor):
+    """Re-measures the ``i``-th task as ``i + 1`` ms in every round (the default, last, is the slowest)."""
+
+    name = "test-made-up"
+    workers = 1
+
+    def run(self, tasks: Sequence[MeasureTask]) -> Iterator[tuple[int, MeasureResult, str]]:
+        raise AssertionError("finish only re-measures")
+
+    def remeasure(self, tasks: Sequence[MeasureTask], rounds: int) -> list[list[MeasureResult]]:
+        self.remeasure_node = "made-up"
+        return [
+            [MeasureResult("ok", 0.0, float(i + 1), float(i + 1), 0.0, repeats=1)] * rounds
+            for i in range(len(tasks))
+        ]
+
+    def close(self) -> None:
+        pass
+
+
+def trial(wl: Workload, number: int, tile: int) -> TrialRecord:
+    """An ``ok`` trial of pool_chain with pool2's rows split by ``tile``."""
+    sch = Schedule(wl.func)
+    sch = sch.split(sch.get_loops("pool2")[1], [None, tile])
+    return TrialRecord(
+        number, 0, (("tile_rows", tile),), "ok", median_ms=1.0, min_ms=0.9, iqr_ms=0.1,
+        max_abs_err=0.0, peak_bytes=0, pool_bytes=(), trace=sch.trace_json(),
+    )  # fmt: skip
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> tuple[RunConfig, Workload]:
+    cfg = load_config(write_run_config(tmp_path, "best", WORKLOAD, trials=2, cost_model="none", seed=5))
+    cfg.output.mkdir()
+    return cfg, load_workload(cfg.workload)
+
+
+def test_finish_writes_the_best_and_its_companions(run: tuple[RunConfig, Workload]) -> None:
+    cfg, wl = run
+    result = finish(cfg, wl, [trial(wl, 0, 4), trial(wl, 1, 2)], MadeUp())
+    best = json.loads((cfg.output / "best.json").read_text(encoding="utf-8"))
+    assert best["trial"] == result.best.trial == 0  # re-measured fastest: the first of the top trials
+    assert best["remeasure"]["rounds"] == REMEASURE_ROUNDS and best["figures"]["node"] == "made-up"
+    assert "T.prim_func" in (cfg.output / "best_ir.txt").read_text(encoding="utf-8")
+    assert (cfg.output / "best_kernel.py").stat().st_size > 0
+    assert sorted(p.name for p in cfg.output.iterdir()) == ["best.json", "best_ir.txt", "best_kernel.py"]
+
+
+def test_a_failed_rewrite_of_best_json_keeps_the_previous_one(
+    run: tuple[RunConfig, Workload], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resumed run finds another best, and the disk fills half-way through writing its best.json:
+    the previous best.json is still there, whole, and no temporary file is left beside it."""
+    cfg, wl = run
+    finish(cfg, wl, [trial(wl, 0, 4)], MadeUp())
+    previous = (cfg.output / "best.json").read_bytes()
+    previous_ir = (cfg.output / "best_ir.txt").read_bytes()
+
+    real_write_all = log_module._write_all
+
+    def full_in_best_json(fd: int, data: bytes) -> None:
+        if not data.startswith(b"{"):  # best_ir.txt and best_kernel.py go through
+            real_write_all(fd, data)
+            return
+        os.write(fd, data[: len(data) // 2])
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(log_module, "_write_all", full_in_best_json)
+    with pytest.raises(OSError) as info:
+        finish(cfg, wl, [trial(wl, 1, 2)], MadeUp())
+    assert info.value.errno == errno.ENOSPC
+    # best_ir.txt took the new best: the write that failed was best.json's
+    assert (cfg.output / "best_ir.txt").read_bytes() != previous_ir
+    assert (cfg.output / "best.json").read_bytes() == previous
+    assert json.loads(previous)["trial"] == 0
+    assert sorted(p.name for p in cfg.output.iterdir()) == ["best.json", "best_ir.txt", "best_kernel.py"]
