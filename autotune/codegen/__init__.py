@@ -8,7 +8,7 @@ to the kernel cache and compiles it once per process.
 from __future__ import annotations
 
 from .build import Kernel, build, clear_memory_cache
-from .source import KernelSource, ParamArg, StorageArg, generate_source
+from .source import UNROLL_LIMIT, KernelSource, ParamArg, StorageArg, generate_source
 from .target import configure_numba_env
 
 __all__ = [
@@ -16,6 +16,7 @@ __all__ = [
     "KernelSource",
     "ParamArg",
     "StorageArg",
+    "UNROLL_LIMIT",
     "build",
     "clear_memory_cache",
     "configure_numba_env",

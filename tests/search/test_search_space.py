@@ -58,6 +58,10 @@ def test_pool_chain_knobs() -> None:
         Knob("mode_pool1", ("recompute", "rolling")),
         Knob("pool_pool1", ("dtcm", "sram")),
         Knob("strip", (0, 4, 8, 16)),
+        Knob("fuse_pool1", (False, True)),
+        Knob("fuse_pool2", (False, True)),
+        Knob("unroll_pool1", (False, True)),
+        Knob("unroll_pool2", (False, True)),
         Knob("parallel", ("none", "outer")),
         Knob("vectorize", (False, True)),
     )
@@ -68,10 +72,14 @@ def test_pool_chain_knobs() -> None:
         "mode_pool1": "recompute",
         "pool_pool1": "dtcm",
         "strip": 0,
+        "fuse_pool1": False,
+        "fuse_pool2": False,
+        "unroll_pool1": False,
+        "unroll_pool2": False,
         "parallel": "none",
         "vectorize": False,
     }
-    assert space.size() == 768
+    assert space.size() == 768 * 16
 
 
 def test_stages_come_from_the_function() -> None:
@@ -188,6 +196,37 @@ def test_trace_of_a_cascade(golden: Any) -> None:
     golden("search/space_pool_chain", str(sch.func))
 
 
+def test_fuse_and_unroll_give_one_contiguous_loop_and_straight_line_windows(golden: Any, tmp_path: Path) -> None:
+    from autotune.measure import measure
+
+    wl, space = small("pool_chain")
+    values = {"tile_rows": 4, "mode_pool1": "rolling", "strip": 8, "parallel": "outer", "vectorize": True}
+    values |= {"fuse_pool1": True, "fuse_pool2": True, "unroll_pool1": True, "unroll_pool2": True}
+    sch = space.apply(wl.func, values)
+    assert [step.op for step in sch.trace] == [
+        "split", "split", "reorder", "compute_at", "rolling_buffer", "fuse", "fuse",
+        "unroll", "unroll", "unroll", "unroll", "parallel", "vectorize", "set_pools",
+    ]  # fmt: skip
+    assert sch.get_loops("pool2")[-3:] == ("x_1_1_c_1_fused", "rh_1", "rw_1")
+    lowered = lower(sch.func, pools=BIG)
+    golden("search/space_pool_chain_fused", str(lowered.func))
+    # the fused index is contiguous: no // or % of the fused loop variable is left
+    assert "x_c_fused //" not in str(lowered.func) and "x_c_fused %" not in str(lowered.func)
+    inputs = wl.make_inputs(0)
+    result = measure(lowered.func, wl.reference, inputs, lowered.plan, warmup=0, repeats=1, cache_dir=str(tmp_path))
+    assert result.status == "ok", result
+
+
+def test_stages_fuse_nothing_over_their_rows() -> None:
+    # NCHW: the two innermost spatial loops are rows and columns; the rows belong to the tile loop
+    assert analyze_cascade(get("resize_conv", channels=2, height=32, width=32).func).fusable == ()
+    bottleneck = analyze_cascade(get("bottleneck", height=16, width=16, cin=4, expand=8).func)
+    assert bottleneck.fusable == ("expand", "depthwise", "project")
+    assert bottleneck.unrollable == ("expand", "depthwise", "project")
+    wide = analyze_cascade(get("bottleneck", height=16, width=16, cin=4, expand=96).func)
+    assert wide.unrollable == ("expand", "depthwise")  # project sums 96 > UNROLL_LIMIT terms
+
+
 def test_rolling_without_overlap_is_a_schedule_error() -> None:
     wl, space = small("bottleneck")
     values = {**space.values({}), "mode_depthwise": "rolling"}  # the space itself fixes it to recompute
@@ -241,6 +280,7 @@ def test_narrow_fix_and_globs() -> None:
     path = write_space(
         "family: cascade\nknobs:\n  tile_rows: [8, 2]\n  at_*: {value: tile}\n  at_depthwise: [root, tile]\n"
         "  mode_expand: {choices: [rolling]}\n  vectorize: {value: true}\n"
+        "  fuse_*: {value: false}\n  unroll_*: [true, false]\n  unroll_project: {value: false}\n"
     )
     space = load_space(path, wl, POOLS[:1])
     assert space.name == "space"
@@ -248,6 +288,8 @@ def test_narrow_fix_and_globs() -> None:
         "tile_rows": (8, 2),
         "at_depthwise": ("root", "tile"),
         "strip": (0, 4, 8),
+        "unroll_expand": (True, False),
+        "unroll_depthwise": (True, False),
         "parallel": ("none", "outer"),
     }
     assert dict(space.fixed) == {
@@ -256,6 +298,10 @@ def test_narrow_fix_and_globs() -> None:
         "mode_depthwise": "recompute",
         "pool_expand": "dtcm",
         "pool_depthwise": "dtcm",
+        "fuse_expand": False,
+        "fuse_depthwise": False,
+        "fuse_project": False,
+        "unroll_project": False,
         "vectorize": True,
     }
 

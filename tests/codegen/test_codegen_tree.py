@@ -1,0 +1,92 @@
+"""Accumulations over fully unrolled loops are written as one balanced tree of their terms."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from autotune import ir
+from autotune.codegen import UNROLL_LIMIT, build, generate_source
+
+X = ir.decl_buffer("X", (4, 6))
+Y = ir.decl_buffer("Y", (2, 4))
+I, J, R, S = ir.Var("i"), ir.Var("j"), ir.Var("r"), ir.Var("s")
+
+
+def _loop(var: ir.Var, extent: int, body: ir.Stmt, kind: str = "serial") -> ir.Stmt:
+    return ir.For(var, ir.const(0), ir.const(extent), kind, body)
+
+
+def _window(op: type[ir.BinaryOp], kinds: tuple[str, str] = ("unroll", "unroll"), rows: int = 3) -> ir.Func:
+    """``for i in 2: for j in 4: for r in rows: for s in 3: Y[i, j] = op(Y[i, j], X[i + r, j + s])``."""
+    acc = Y[I, J]
+    body = ir.BufferStore(Y, op(acc, X[I + R, J + S]), (I, J))
+    nest = _loop(R, rows, _loop(S, 3, body, kinds[1]), kinds[0])
+    return ir.Func("f", (X, Y), _loop(I, 2, _loop(J, 4, nest)))
+
+
+def _last(func: ir.Func) -> str:
+    return generate_source(func).text.rstrip().splitlines()[-1].strip()
+
+
+def test_a_max_over_an_unrolled_window_is_one_tree() -> None:
+    assert _last(_window(ir.Max)) == (
+        "Y[i, j] = max(Y[i, j], max(max(max(max(ld, ld_1), max(ld_2, ld_3)), "
+        "max(max(ld_4, ld_5), max(ld_6, ld_7))), ld_8))"
+    )
+    lines = generate_source(_window(ir.Max)).text.splitlines()
+    assert "ld_4 = X[np.uintp(i + 1), np.uintp(j + 1)]" in [ln.strip() for ln in lines]
+
+
+def test_a_sum_is_a_tree_of_additions() -> None:
+    assert _last(_window(ir.Add, rows=1)) == "Y[i, j] = (Y[i, j] + ((ld + ld_1) + ld_2))"
+
+
+def test_min_is_a_tree_too_and_the_accumulator_may_be_on_the_right() -> None:
+    func = _window(ir.Min, rows=1)
+    store = next(iter(ir.collect(func.body, ir.BufferStore)))
+    assert isinstance(store.value, ir.Min)
+    flipped = ir.BufferStore(Y, ir.Min(store.value.b, store.value.a), (I, J))
+    body = _loop(I, 2, _loop(J, 4, _loop(R, 1, _loop(S, 3, flipped, "unroll"), "unroll")))
+    assert _last(ir.Func("f", (X, Y), body)) == "Y[i, j] = min(Y[i, j], min(min(ld, ld_1), ld_2))"
+
+
+def test_statement_by_statement_when_it_is_not_one_accumulation() -> None:
+    # a serial loop inside: only the unrolled loop around it is copied
+    text = generate_source(_window(ir.Max, ("unroll", "serial"))).text
+    assert text.count("for s in range(3):") == 3 and "max(max(" not in text
+    # the accumulator's element changes with the unrolled loop: no tree
+    per_row = ir.BufferStore(Y, ir.Max(Y[I, R], X[I, J]), (I, R))
+    text = generate_source(ir.Func("f", (X, Y), _loop(I, 2, _loop(J, 4, _loop(R, 4, per_row, "unroll"))))).text
+    assert "Y[i, 3] = max(Y[i, 3], ld)" in text and "max(max(" not in text
+    # the term reads the accumulator's buffer: no tree
+    self_read = ir.BufferStore(Y, ir.Max(Y[I, 0], Y[I, R]), (I, 0))
+    text = generate_source(ir.Func("f", (X, Y), _loop(I, 2, _loop(R, 4, self_read, "unroll")))).text
+    assert "Y[i, 0] = max(Y[i, 0], Y[i, 3])" in text
+    # a product is not reassociated
+    text = generate_source(_window(ir.Mul, rows=1)).text
+    assert "Y[i, j] = Y[i, j] * ld_2" in text
+
+
+def test_more_iterations_than_the_unroll_limit_are_trees_of_the_inner_loop() -> None:
+    big = ir.decl_buffer("X", (1, 4 * UNROLL_LIMIT))
+    out = ir.decl_buffer("Y", (1,))
+    body = ir.BufferStore(out, ir.Max(out[0], big[0, R * 4 + S]), (0,))
+    func = ir.Func("f", (big, out), _loop(R, UNROLL_LIMIT, _loop(S, 4, body, "unroll"), "unroll"))
+    stores = [ln.strip() for ln in generate_source(func).text.splitlines() if ln.strip().startswith("Y[0] =")]
+    assert len(stores) == UNROLL_LIMIT  # 64 x 4 iterations: one tree of 4 per outer iteration
+    assert stores[-1] == "Y[0] = max(Y[0], max(max(ld_252, ld_253), max(ld_254, ld_255)))"
+
+
+@pytest.mark.parametrize("op", [ir.Max, ir.Min, ir.Add])
+def test_tree_reductions_compute_what_numpy_does(op: type[ir.BinaryOp], tmp_path) -> None:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    y = rng.standard_normal((2, 4)).astype(np.float32)
+    windows = np.lib.stride_tricks.sliding_window_view(x, (3, 3))[:2, :4]
+    reduce = {ir.Max: np.max, ir.Min: np.min, ir.Add: np.sum}[op]
+    combine = {ir.Max: np.maximum, ir.Min: np.minimum, ir.Add: np.add}[op]
+    expected = combine(y, reduce(windows, axis=(2, 3)))
+    kernel = build(_window(op), cache_dir=tmp_path)
+    kernel(x, y)
+    np.testing.assert_allclose(y, expected, rtol=1e-6)
