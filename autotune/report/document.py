@@ -62,8 +62,11 @@ def result_line(best: dict[str, Any]) -> str:
     """``best: X ms, N.NNx faster than the default schedule (Y ms), uses 1/M of its workspace (A vs B bytes)``."""
     fig, default = best["figures"], best["default"]
     text = f"best: {_ms(fig['median_ms'])}"
-    if best.get("speedup") is not None:
-        text += f", {best['speedup']:.2f}x faster than the default schedule ({_ms(default['median_ms'])})"
+    speedup = best.get("speedup")
+    if speedup is not None and speedup >= 1:
+        text += f", {speedup:.2f}x faster than the default schedule ({_ms(default['median_ms'])})"
+    elif speedup is not None:  # the re-measure can find the best trial slower than the default
+        text += f", {1 / speedup:.2f}x slower than the default schedule ({_ms(default['median_ms'])})"
     else:
         text += f", the default schedule could not be timed ({default['status']})"
     mine, theirs = fig["peak_bytes"], default["peak_bytes"]

@@ -182,6 +182,12 @@ def test_result_line_when_the_best_uses_more_memory(run_dir: Path) -> None:
     assert result_line(best).endswith("uses no workspace (0 vs 8,000 bytes)")
 
 
+def test_result_line_when_the_best_measures_slower_than_the_default(run_dir: Path) -> None:
+    best = best_json(run_dir, RECORDS[6])
+    best["speedup"] = 0.25
+    assert result_line(best).startswith("best: 0.5 ms, 4.00x slower than the default schedule (1.25 ms)")
+
+
 def test_cli_report(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     best_json(run_dir, RECORDS[6])
     assert cli.main(["report", str(run_dir)]) == 0
