@@ -18,6 +18,11 @@ by default). A task may therefore wait for the timed parts of the other
 (:data:`COMPILE_ALLOWANCE_S`, 20 s by default) covers starting a worker
 process, importing numba and compiling the kernel (about 1 s, 2–4 s with
 ``parallel=True``, more on a loaded machine), which ``task.timeout`` does not.
+It also absorbs the waits of the cpu lock (:mod:`autotune.measure.timing`): a
+compile waits while another worker times a parallel kernel, and a parallel
+kernel's timing waits for the compiles in flight; neither is counted apart, so
+a task whose timed part runs close to its timeout can still time out spuriously
+on a machine busy with many workers.
 The trade-off: waiting for the lock never becomes a spurious timeout, but a
 kernel that hangs is killed ``task.timeout * (workers - 1)`` seconds later than
 it would be without the lock; and a kernel that hangs *while timing* (it passed
