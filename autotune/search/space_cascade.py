@@ -34,6 +34,7 @@ from math import prod
 from typing import Any
 
 from .. import ir
+from ..analysis import to_linear
 from ..codegen import UNROLL_LIMIT
 from ..errors import ConfigError, ScheduleError
 from ..schedule import Schedule
@@ -246,9 +247,54 @@ def _fusable_pair(func: ir.Func, block: ir.Block, row_dim: int) -> tuple[str, st
     if len(spatial) < 2 or spatial[-1] != spatial[-2] + 1:
         return None
     outer, inner = loops[spatial[-2]], loops[spatial[-1]]
-    if outer.body is not inner:
+    if outer.body is not inner or not _contiguous(block, outer, inner):
         return None
     return outer.loop_var.name, inner.loop_var.name
+
+
+def _contiguous(block: ir.Block, outer: ir.For, inner: ir.For) -> bool:
+    """Whether every access of ``block`` stays affine when ``outer`` and ``inner`` fuse.
+
+    Row-major offsets: an access moves by ``a`` per step of the outer loop and
+    ``b`` per step of the inner one; fused into ``f`` (``outer = f // n``,
+    ``inner = f % n``), the offset is ``a * (f // n) + b * (f % n)``, which is
+    affine (``b * f``) only when ``a == b * n`` - true of ``X[x, c]`` with ``n``
+    channels, false of a weight ``W[c]`` that only the inner loop moves: fusing
+    would leave a ``%`` in its index and the fused loop would gather.
+    """
+    n = ir.as_int(inner.extent) or 0
+    loops = (outer.loop_var, inner.loop_var)
+    # how far each iter var moves per step of each loop (its binding is affine in the loops)
+    moves: dict[ir.Var, tuple[int, int]] = {}
+    for iv, binding in zip(block.iter_vars, block.bindings):
+        form = to_linear(binding)
+        if form is None:
+            if ir.free_vars(binding) & set(loops):
+                return False
+            continue
+        moves[iv.var] = (form.coeff(loops[0]), form.coeff(loops[1]))
+    accesses = [(s.buffer, s.indices) for s in ir.collect(block.body, ir.BufferStore)]
+    accesses += [(ld.buffer, ld.indices) for ld in ir.collect(block.body, ir.BufferLoad)]
+    for buf, indices in accesses:
+        try:
+            shape = buf.const_shape()
+        except ValueError:
+            return False
+        step = [0, 0]
+        stride = 1
+        for dim in reversed(range(len(indices))):
+            form = to_linear(indices[dim])
+            if form is None:
+                if ir.free_vars(indices[dim]) & moves.keys():
+                    return False
+            else:
+                for var, (by_outer, by_inner) in moves.items():
+                    step[0] += form.coeff(var) * by_outer * stride
+                    step[1] += form.coeff(var) * by_inner * stride
+            stride *= shape[dim] if dim < len(shape) else 1
+        if step[0] != step[1] * n:
+            return False
+    return True
 
 
 def _reduction_loops(func: ir.Func, block: ir.Block) -> tuple[str, ...] | None:

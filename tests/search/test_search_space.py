@@ -221,7 +221,9 @@ def test_stages_fuse_nothing_over_their_rows() -> None:
     # NCHW: the two innermost spatial loops are rows and columns; the rows belong to the tile loop
     assert analyze_cascade(get("resize_conv", channels=2, height=32, width=32).func).fusable == ()
     bottleneck = analyze_cascade(get("bottleneck", height=16, width=16, cin=4, expand=8).func)
-    assert bottleneck.fusable == ("expand", "depthwise", "project")
+    # NHWC, but each stage reads a weight that only the channel loop moves (W[ci, e], W[rh, rw, c],
+    # W[e, o]): fused, its index would be f % channels, and the fused loop would gather
+    assert bottleneck.fusable == ()
     assert bottleneck.unrollable == ("expand", "depthwise", "project")
     wide = analyze_cascade(get("bottleneck", height=16, width=16, cin=4, expand=96).func)
     assert wide.unrollable == ("expand", "depthwise")  # project sums 96 > UNROLL_LIMIT terms
@@ -298,9 +300,6 @@ def test_narrow_fix_and_globs() -> None:
         "mode_depthwise": "recompute",
         "pool_expand": "dtcm",
         "pool_depthwise": "dtcm",
-        "fuse_expand": False,
-        "fuse_depthwise": False,
-        "fuse_project": False,
         "unroll_project": False,
         "vectorize": True,
     }
