@@ -7,7 +7,7 @@ import numpy as np
 _c0 = np.float32(0.0)
 
 
-@numba.njit(cache=True, fastmath={"afn", "arcp", "contract", "nsz", "reassoc"}, nogil=True, error_model="numpy", parallel=False)
+@numba.njit(cache=True, fastmath={"afn", "arcp", "contract", "nsz", "reassoc"}, nogil=True, error_model="numpy", parallel=True)
 def matmul(A, B, matmul_1):
     # A: float32[1024, 1024]
     # B: float32[1024, 1024]
@@ -15,7 +15,7 @@ def matmul(A, B, matmul_1):
     A_flat = A.reshape(-1)
     B_flat = B.reshape(-1)
     matmul_flat = matmul_1.reshape(-1)
-    for i_0 in range(128):
+    for i_0 in numba.prange(128):
         for j_0 in range(32):
             matmul_local_0 = _c0; matmul_local_1 = _c0; matmul_local_2 = _c0; matmul_local_3 = _c0; matmul_local_4 = _c0; matmul_local_5 = _c0; matmul_local_6 = _c0; matmul_local_7 = _c0
             matmul_local_8 = _c0; matmul_local_9 = _c0; matmul_local_10 = _c0; matmul_local_11 = _c0; matmul_local_12 = _c0; matmul_local_13 = _c0; matmul_local_14 = _c0; matmul_local_15 = _c0
