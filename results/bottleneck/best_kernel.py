@@ -14,8 +14,8 @@ def bottleneck(data, w_expand, w_depthwise, w_project, project, expand_data, dep
     # w_depthwise: float32[3, 3, 96]
     # w_project: float32[1, 1, 96, 16]
     # project: float32[1, 112, 112, 16]
-    # expand_data: float32[51840] (allocation expand in pool sram at offset 0)
-    # depthwise_data: float32[37632] (allocation depthwise in pool sram at offset 207360)
+    # expand_data: float32[57600] (allocation expand in pool sram at offset 0)
+    # depthwise_data: float32[43008] (allocation depthwise in pool sram at offset 230400)
     data_flat = data.reshape(-1)
     w_expand_flat = w_expand.reshape(-1)
     w_depthwise_flat = w_depthwise.reshape(-1)
@@ -23,31 +23,31 @@ def bottleneck(data, w_expand, w_depthwise, w_project, project, expand_data, dep
     project_flat = project.reshape(-1)
     for y_2_0 in numba.prange(2):
         for x_2_0 in range(4):
-            for y_2_1 in range(8):
-                for y in range(9):
-                    if 0 <= y_2_0 * 56 + y_2_1 * 7 + y - 1 and y_2_0 * 56 + y_2_1 * 7 + y - 1 < 112:
+            for y_2_1 in range(7):
+                for y in range((0 if y_2_1 == 0 else 2), (0 if y_2_1 == 0 else 2) + (10 - (0 if y_2_1 == 0 else 2))):
+                    if 0 <= y_2_0 * 56 + y_2_1 * 8 + y - 1 and y_2_0 * 56 + y_2_1 * 8 + y - 1 < 112:
                         for x in range(30):
                             if 0 <= x_2_0 * 28 + x - 1 and x_2_0 * 28 + x - 1 < 112:
                                 for o in range(96):
                                     expand_acc_0 = _c0
                                     expand_acc_0 = _c0
                                     for rc in range(16):
-                                        expand_acc_0 = expand_acc_0 + data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 12544 + y * 1792 + x_2_0 * 448 + x * 16 + rc - 1808)] * w_expand_flat[np.uintp(rc * 96 + o)]
-                                    expand_data[np.uintp(y_2_0 * 25920 + y * 2880 + x * 96 + o)] = expand_acc_0
-                for y_1 in range(7):
+                                        expand_acc_0 = expand_acc_0 + data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 14336 + y * 1792 + x_2_0 * 448 + x * 16 + rc - 1808)] * w_expand_flat[np.uintp(rc * 96 + o)]
+                                    expand_data[np.uintp(y_2_0 * 28800 + (y_2_0 * 56 + y_2_1 * 8 + y + 9) % 10 * 2880 + x * 96 + o)] = expand_acc_0
+                for y_1 in range(8):
                     for x_1 in range(28):
                         for c in range(96):
                             depthwise_acc_0 = _c0
                             depthwise_acc_0 = _c0
                             for rh in range(3):
                                 for rw in range(3):
-                                    depthwise_acc_0 = depthwise_acc_0 + (min(max(expand_data[np.uintp(y_2_0 * 25920 + y_1 * 2880 + rh * 2880 + x_1 * 96 + rw * 96 + c)], _c0), _c1) if y_2_0 * 56 + y_2_1 * 7 + y_1 + rh - 1 >= 0 and y_2_0 * 56 + y_2_1 * 7 + y_1 + rh - 1 < 112 and x_2_0 * 28 + x_1 + rw - 1 >= 0 and x_2_0 * 28 + x_1 + rw - 1 < 112 else _c0) * w_depthwise_flat[np.uintp(rh * 288 + rw * 96 + c)]
-                            depthwise_data[np.uintp(y_2_0 * 18816 + y_1 * 2688 + x_1 * 96 + c)] = depthwise_acc_0
-                for y_2_2 in range(7):
+                                    depthwise_acc_0 = depthwise_acc_0 + (min(max(expand_data[np.uintp(y_2_0 * 28800 + (y_2_0 * 56 + y_2_1 * 8 + y_1 + rh + 9) % 10 * 2880 + x_1 * 96 + rw * 96 + c)], _c0), _c1) if y_2_0 * 56 + y_2_1 * 8 + y_1 + rh - 1 >= 0 and y_2_0 * 56 + y_2_1 * 8 + y_1 + rh - 1 < 112 and x_2_0 * 28 + x_1 + rw - 1 >= 0 and x_2_0 * 28 + x_1 + rw - 1 < 112 else _c0) * w_depthwise_flat[np.uintp(rh * 288 + rw * 96 + c)]
+                            depthwise_data[np.uintp(y_2_0 * 21504 + y_1 * 2688 + x_1 * 96 + c)] = depthwise_acc_0
+                for y_2_2 in range(8):
                     for x_2_1 in range(28):
                         for o_1 in range(16):
                             project_flat_acc_0 = _c0
                             project_flat_acc_0 = _c0
                             for rc_1 in range(96):
-                                project_flat_acc_0 = project_flat_acc_0 + min(max(depthwise_data[np.uintp(y_2_0 * 18816 + y_2_2 * 2688 + x_2_1 * 96 + rc_1)], _c0), _c1) * w_project_flat[np.uintp(rc_1 * 16 + o_1)]
-                            project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 12544 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1 * 16 + o_1)] = project_flat_acc_0
+                                project_flat_acc_0 = project_flat_acc_0 + min(max(depthwise_data[np.uintp(y_2_0 * 21504 + y_2_2 * 2688 + x_2_1 * 96 + rc_1)], _c0), _c1) * w_project_flat[np.uintp(rc_1 * 16 + o_1)]
+                            project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 14336 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1 * 16 + o_1)] = project_flat_acc_0
