@@ -91,7 +91,7 @@ def _carried(block: ir.Block, var: ir.Var, buf: ir.Buffer) -> tuple[int, bool] |
     A window: the index also uses a reduction iter var (``v_y + v_rh``), so the
     rows that consecutive tiles read overlap.
     """
-    reduce = {iv.var for iv in block.iter_vars if iv.kind == "reduce"}
+    reduce = _reduce_vars(block)
     dims: set[int] = set()
     window = False
     for load in ir.collect(block.body, ir.BufferLoad):
@@ -197,8 +197,7 @@ def _describe(
             movable.append(block.name)
     loops = loops_of(func, last)
     above = tuple(f.loop_var.name for f in loops[: loops.index(loop)])
-    reduce_vars = {iv.var for iv in last.iter_vars if iv.kind == "reduce"}
-    spatial = [f for f in loops if not any(v in reduce_vars for v in _bound_vars(last, f))]
+    spatial = [f for f in loops if not _binds(last, f, _reduce_vars(last))]
     buffers = tuple(
         (b.name, buf.name) for b in blocks if (buf := _written(b)) is not None and id(buf) in inter
     )
@@ -234,7 +233,7 @@ def _fusable_pair(func: ir.Func, block: ir.Block, row_dim: int) -> tuple[str, st
     and neither may be over the rows (output dimension ``row_dim``): the tile
     loop and the rolling buffer work on those (NCHW stages fuse nothing).
     """
-    excluded = {iv.var for iv in block.iter_vars if iv.kind == "reduce"}
+    excluded: set[ir.Var] = _reduce_vars(block)
     row_var = _dim_var(block, row_dim)
     if row_var is not None:
         excluded.add(row_var)
@@ -242,7 +241,7 @@ def _fusable_pair(func: ir.Func, block: ir.Block, row_dim: int) -> tuple[str, st
     spatial = [
         k
         for k, f in enumerate(loops)
-        if (ir.as_int(f.extent) or 1) > 1 and not any(v in excluded for v in _bound_vars(block, f))
+        if (ir.as_int(f.extent) or 1) > 1 and not _binds(block, f, excluded)
     ]
     if len(spatial) < 2 or spatial[-1] != spatial[-2] + 1:
         return None
@@ -300,8 +299,7 @@ def _contiguous(block: ir.Block, outer: ir.For, inner: ir.For) -> bool:
 def _reduction_loops(func: ir.Func, block: ir.Block) -> tuple[str, ...] | None:
     """The names of ``block``'s loops that bind reduction iter vars, when there are some, all
     constant and at most :data:`~autotune.codegen.UNROLL_LIMIT` iterations together."""
-    reduce_vars = {iv.var for iv in block.iter_vars if iv.kind == "reduce"}
-    loops = [f for f in loops_of(func, block) if any(v in reduce_vars for v in _bound_vars(block, f))]
+    loops = [f for f in loops_of(func, block) if _binds(block, f, _reduce_vars(block))]
     extents = [ir.as_int(f.extent) for f in loops]
     if not loops or any(e is None for e in extents) or prod(e or 0 for e in extents) > UNROLL_LIMIT:
         return None
@@ -310,6 +308,15 @@ def _reduction_loops(func: ir.Func, block: ir.Block) -> tuple[str, ...] | None:
 
 def _block(func: ir.Func, name: str) -> ir.Block:
     return next(b for b in ir.collect(func.body, ir.Block) if b.name == name)
+
+
+def _reduce_vars(block: ir.Block) -> set[ir.Var]:
+    return {iv.var for iv in block.iter_vars if iv.kind == "reduce"}
+
+
+def _binds(block: ir.Block, loop: ir.For, iter_vars: set[ir.Var]) -> bool:
+    """Whether ``loop``'s variable appears in the binding of one of ``iter_vars``."""
+    return any(v in iter_vars for v in _bound_vars(block, loop))
 
 
 def _bound_vars(block: ir.Block, loop: ir.For) -> list[ir.Var]:
