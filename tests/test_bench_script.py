@@ -7,6 +7,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,8 +23,9 @@ SYSTEMS = {
 THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
 
 
-@pytest.mark.slow
-def test_small_pool_chain_writes_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def bench(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The script as a module (importing it sets the thread variables: restored after the test)."""
     for var in THREAD_VARS:  # the script sets these on import: restore them after the test
         if var in os.environ:
             monkeypatch.setenv(var, os.environ[var])
@@ -34,7 +36,24 @@ def test_small_pool_chain_writes_rows(tmp_path: Path, monkeypatch: pytest.Monkey
     bench = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, spec.name, bench)  # dataclasses look their module up there
     spec.loader.exec_module(bench)
+    return bench
 
+
+@pytest.mark.parametrize(
+    ("probe_ms", "expected"),
+    [
+        (0.14, (143, 715)),  # a short kernel: 20 ms of warm-up, 100 ms of timed runs
+        (6.0, (4, 20)),  # --repeats rules
+        (300.0, (1, 16)),  # cut to the budget
+        (6000.0, (0, 1)),  # slower than the budget: no warm-up, one run
+    ],
+)
+def test_runs_for(bench: Any, probe_ms: float, expected: tuple[int, int]) -> None:
+    assert bench.runs_for(probe_ms, repeats=20, budget_ms=5000.0, min_ms=100.0, warmup_ms=20.0) == expected
+
+
+@pytest.mark.slow
+def test_small_pool_chain_writes_rows(bench: Any, tmp_path: Path) -> None:
     argv = [
         "--small",
         "--rounds",

@@ -23,23 +23,12 @@ import numpy as np
 from .. import ir
 from ..errors import CodegenError
 from ..memory import MemoryPlan, Placement
+from ..workloads.arrays import aligned_empty
 from .source import StorageArg
 
-__all__ = ["ALIGNMENT", "Storage", "StorageArray", "aligned_empty", "allocate_storage", "placements_of"]
-
-ALIGNMENT = 64
-"""Byte alignment of every pool and storage base (numpy's default 16 cost 1.85x)."""
+__all__ = ["Storage", "StorageArray", "allocate_storage", "placements_of"]
 
 StorageArray = Union[np.ndarray, tuple[np.ndarray, ...]]  # noqa: UP007 (runtime alias on 3.10)
-
-
-def aligned_empty(nbytes: int, alignment: int = ALIGNMENT) -> np.ndarray:
-    """A ``uint8`` array of ``nbytes`` whose first byte is ``alignment``-aligned, filled with 0xFF."""
-    raw = np.empty(nbytes + alignment, dtype=np.uint8)
-    start = (-raw.ctypes.data) % alignment
-    out = raw[start : start + nbytes]
-    out.fill(0xFF)
-    return out
 
 
 @dataclass(frozen=True)

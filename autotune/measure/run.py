@@ -18,6 +18,7 @@ from .. import ir
 from ..codegen import Kernel, build
 from ..errors import CodegenError
 from ..memory import MemoryPlan
+from ..workloads.arrays import aligned_full
 from .check import compare
 from .result import MeasureResult
 from .timing import cpu_lock, time_kernel, timing_section
@@ -41,14 +42,15 @@ def reference_outputs(
 
 
 def empty_outputs(func: ir.Func) -> tuple[np.ndarray, ...]:
-    """Output arrays of ``func`` filled with NaN (integers: their minimum), so skipped elements show."""
+    """Output arrays of ``func`` filled with NaN (integers: their minimum), so skipped elements show;
+    each with a 64-byte aligned base, like the inputs and pools."""
     outs = []
     for buf in func.outputs:
         dtype = np.dtype(buf.dtype)
         fill = (
             np.nan if np.issubdtype(dtype, np.floating) else np.iinfo(dtype).min if dtype.kind in "iu" else 0
         )
-        outs.append(np.full(buf.const_shape(), fill, dtype=dtype))
+        outs.append(aligned_full(buf.const_shape(), fill, dtype))
     return tuple(outs)
 
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from .. import ir
 from ..errors import ConfigError
+from .arrays import aligned_array
 
 Reference = Callable[..., tuple[np.ndarray, ...]]
 """Takes the input arrays in ``func.inputs`` order, returns the outputs in ``func.outputs`` order."""
@@ -67,10 +68,11 @@ class Workload:
     input_scales: tuple[float, ...]
 
     def make_inputs(self, seed: int) -> tuple[np.ndarray, ...]:
-        """Random float32 inputs in ``func.inputs`` order, uniform in ``[-scale, scale]``, seeded."""
+        """Random float32 inputs in ``func.inputs`` order, uniform in ``[-scale, scale]``, seeded,
+        each with a 64-byte aligned base (:mod:`autotune.workloads.arrays`)."""
         rng = np.random.default_rng(seed)
         return tuple(
-            (rng.uniform(-1.0, 1.0, size=buf.const_shape()) * scale).astype(np.float32)
+            aligned_array((rng.uniform(-1.0, 1.0, size=buf.const_shape()) * scale).astype(np.float32))
             for buf, scale in zip(self.func.inputs, self.input_scales)
         )
 

@@ -10,22 +10,16 @@ from codegen_funcs import banked, padded_conv
 
 from autotune import ir
 from autotune.codegen import StorageArg, build
-from autotune.codegen.storage import ALIGNMENT, aligned_empty, allocate_storage, placements_of
+from autotune.codegen.storage import allocate_storage, placements_of
 from autotune.errors import CodegenError
 from autotune.memory import Allocation, MemoryPlan, Placement, Pool, plan_memory
+from autotune.workloads.arrays import ALIGNMENT
 
 POOLS = (Pool("dtcm", 4096), Pool("sram", 65536))
 
 
 def _addr(a: np.ndarray) -> int:
     return int(a.ctypes.data)
-
-
-def test_aligned_empty() -> None:
-    for n in (1, 63, 64, 1000):
-        a = aligned_empty(n)
-        assert a.dtype == np.uint8 and a.size == n and _addr(a) % ALIGNMENT == 0
-        assert (a == 0xFF).all()  # NaN bytes: reading unwritten storage shows up as NaN
 
 
 def test_storage_without_plan_is_one_aligned_array_each() -> None:
