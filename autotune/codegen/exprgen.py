@@ -108,7 +108,7 @@ class ExprWriter:
         self.bound: dict[E.Var, str] = {}
         self.values: dict[E.Var, int] = {}
         self.registers: dict[ir.Buffer, list[str]] = {}
-        self.readonly: set[E.Var] = set()
+        self.written: frozenset[E.Var] = frozenset()
         self.cse: dict[str, str] | None = None
         self.pending: list[str] = []
         self.scope: set[E.Var] = set()
@@ -167,6 +167,8 @@ class ExprWriter:
         on every access, which turns contiguous vector loads into gathers. Indices of
         a lowered function are in bounds, hence non-negative, so the cast is exact.
         """
+        if self.values and not ir.free_vars(e).isdisjoint(self.values):
+            e = self._substituted(e)  # one text per element: the copies of unrolled code share loads
         text = self.expr(e)
         if isinstance(e, E.IntImm) or (isinstance(e, E.Var) and e not in self.bound) or text.isdigit():
             return text
@@ -203,10 +205,15 @@ class ExprWriter:
         """The integer value of ``e`` with unrolled loop variables replaced by their values, or None."""
         if not self.values:
             return E.as_int(e)
+        return E.as_int(self._substituted(e))
+
+    def _substituted(self, e: E.Expr) -> E.Expr:
+        """``e`` with unrolled loop variables replaced by their values, simplified to the canonical
+        sum form: ``(x*4 + 1)*64 + 0*64`` and ``(x*4 + 0)*64 + 1*64`` both become ``x*256 + 64``."""
         from ..analysis import simplify
 
         bound = {v: E.IntImm(k, v.dtype) for v, k in self.values.items()}
-        return E.as_int(simplify(ir.substitute(e, bound)))
+        return simplify(ir.substitute(e, bound))
 
     # ---- expressions ------------------------------------------------------
     def constant(self, value: float, dtype: str) -> str:
@@ -290,26 +297,42 @@ class ExprWriter:
             self.pending.append(f"{name} = {text}")
         return name
 
-    def _immutable(self, e: E.BufferLoad) -> bool:
+    def _immutable(self, e: E.Expr) -> bool:
         """Whether the text of ``e`` names the same value throughout a straight-line region:
-        a read-only parameter at indices that read nothing that can change (a register, a
-        written buffer); ``A[idx_0]`` with a register ``idx_0`` is another element after
-        ``idx_0`` is assigned."""
+        every load in it reads storage that the region never writes, at indices that read
+        nothing that can change; ``A[idx_0]`` with a register ``idx_0`` is another element
+        after ``idx_0`` is assigned. (Storage read in a region is live across all of it,
+        so the memory plan never places a buffer the region writes on its bytes.)"""
         return all(
-            load.buffer.data in self.readonly and load.buffer not in self.registers
+            load.buffer.data not in self.written and load.buffer not in self.registers
             for load in ir.collect(e, E.BufferLoad)
         )
 
     # ---- straight-line code ------------------------------------------------
-    def straight_line(self, on: bool) -> None:
-        """Start (or stop) sharing loads of read-only buffers between statements.
+    def straight_line(self, on: bool, written: frozenset[E.Var] = frozenset()) -> None:
+        """Start (or stop) sharing loads and partial results between statements.
 
         Inside fully unrolled loops, the copies of a statement load the same
-        elements again and again (a register tile's row of ``A``); each distinct
-        load becomes one local, written to :attr:`pending` before its first use.
-        Any loop or branch boundary ends the region.
+        elements again and again (a register tile's row of ``A``, the columns
+        that neighbouring windows share); each distinct load of storage that the
+        region does not write (``written``: the data variables it stores to)
+        becomes one local, written to :attr:`pending` before its first use, and
+        so does each partial result passed to :meth:`share`. Any loop or branch
+        boundary ends the region.
         """
         self.cse = {} if on else None
+        self.written = written if on else frozenset()
+
+    def share(self, e: E.Expr, text: str) -> str:
+        """``text`` (the text of ``e``), or in a straight-line region where ``e`` reads only
+        storage that the region does not write, a local holding it, shared by every use."""
+        if self.cse is None or not self._immutable(e):
+            return text
+        name = self.cse.get(text)
+        if name is None:
+            name = self.cse[text] = self.names.fresh("t")
+            self.pending.append(f"{name} = {text}")
+        return name
 
     def lazy(self, e: E.Expr, parent: int = 0) -> str:
         """``e`` where it may not run (a select's branch, the right side of and/or): no shared loads."""

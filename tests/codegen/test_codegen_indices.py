@@ -83,10 +83,27 @@ def test_integer_literals_are_folded_in_unrolled_copies():
 
 
 def test_folding_keeps_negative_literals_parenthesised_inside_expressions():
-    # k = 0: 0 - 4 = -4, then i + (-4) keeps its parentheses
-    body = ir.BufferStore(B, ir.const(0.0), (I + (K - 4),))
+    # a value, not an index: k = 0 folds 0 - 4 to -4, then i + (-4) keeps its parentheses
+    body = ir.BufferStore(B, ir.Cast("float32", I + (K - 4)), (I,))
     lines = _lines(_text(_loop(I, 8, _loop(K, 1, body, "unroll"))))
-    assert lines[-1] == "B[np.uintp(i + (-4))] = _c0"
+    assert lines[-1] == "B[i] = np.float32(i + (-4))"
+
+
+def test_unrolled_indices_are_simplified_to_one_text_per_element():
+    # (i*2 + j)*2 + k*2 reads element i*4 + 2 for (j, k) = (1, 0) and (0, 1): one text, one load
+    c = ir.decl_buffer("C", (2, 2))
+    body = ir.BufferStore(c, A[(I * 2 + J) * 2 + K * 2], (J, K))
+    lines = _lines(_text(_loop(I, 1, _loop(J, 2, _loop(K, 2, body, "unroll"), "unroll")), A, c))
+    assert lines == [
+        "for i in range(1):",
+        "ld = A[np.uintp(i * 4)]",
+        "C[0, 0] = ld",
+        "ld_1 = A[np.uintp(i * 4 + 2)]",
+        "C[0, 1] = ld_1",
+        "C[1, 0] = ld_1",
+        "ld_2 = A[np.uintp(i * 4 + 4)]",
+        "C[1, 1] = ld_2",
+    ]
 
 
 def test_multiplication_by_zero_is_zero():

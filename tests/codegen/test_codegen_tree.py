@@ -1,4 +1,5 @@
-"""Accumulations over fully unrolled loops are written as one balanced tree of their terms."""
+"""Accumulations over fully unrolled loops are written as one tree of their terms, following the nest;
+partial results that neighbouring unrolled copies share are computed once."""
 
 from __future__ import annotations
 
@@ -30,12 +31,63 @@ def _last(func: ir.Func) -> str:
 
 
 def test_a_max_over_an_unrolled_window_is_one_tree() -> None:
-    assert _last(_window(ir.Max)) == (
-        "Y[i, j] = max(Y[i, j], max(max(max(max(ld, ld_1), max(ld_2, ld_3)), "
-        "max(max(ld_4, ld_5), max(ld_6, ld_7))), ld_8))"
-    )
-    lines = generate_source(_window(ir.Max)).text.splitlines()
-    assert "ld_4 = X[np.uintp(i + 1), np.uintp(j + 1)]" in [ln.strip() for ln in lines]
+    # the inner loop (s) first: one partial per window row, then the rows
+    lines = [ln.strip() for ln in generate_source(_window(ir.Max)).text.splitlines()]
+    assert lines[-1] == "Y[i, j] = max(Y[i, j], max(max(t, t_1), t_2))"
+    assert lines[-5:-1] == [
+        "ld_6 = X[np.uintp(i + 2), j]",
+        "ld_7 = X[np.uintp(i + 2), np.uintp(j + 1)]",
+        "ld_8 = X[np.uintp(i + 2), np.uintp(j + 2)]",
+        "t_2 = max(max(ld_6, ld_7), ld_8)",
+    ]
+    assert "t_1 = max(max(ld_3, ld_4), ld_5)" in lines
+
+
+def _jammed(columns: int) -> ir.Func:
+    """Y[i, jo*columns + ji] = max over a 3x3 window, ``ji`` unrolled outside the window loops,
+    which run columns (s) outside rows (r): the copies of neighbouring columns."""
+    jo, ji = ir.Var("jo"), ir.Var("ji")
+    j = jo * columns + ji
+    body = ir.BufferStore(Y, ir.Max(Y[I, j], X[I + R, j + S]), (I, j))
+    nest = _loop(ji, columns, _loop(S, 3, _loop(R, 3, body, "unroll"), "unroll"), "unroll")
+    return ir.Func("f", (X, Y), _loop(I, 2, _loop(jo, 4 // columns, nest)))
+
+
+def test_unrolled_neighbours_share_loads_and_column_partials() -> None:
+    lines = [ln.strip() for ln in generate_source(_jammed(2)).text.splitlines()]
+    # columns jo*2 .. jo*2 + 3: 12 loads and 4 column maxima serve both windows
+    assert sum(ln.startswith("ld") for ln in lines) == 12
+    assert sum(ln.startswith("t") for ln in lines) == 4
+    assert lines[-1] == "Y[i, np.uintp(jo * 2 + 1)] = max(Y[i, np.uintp(jo * 2 + 1)], max(max(t_1, t_2), t_3))"
+    assert "Y[i, np.uintp(jo * 2)] = max(Y[i, np.uintp(jo * 2)], max(max(t, t_1), t_2))" in lines
+
+
+def test_loads_of_storage_the_region_writes_are_not_shared() -> None:
+    # each copy stores W[k] and then reads W[0], W[1]: the second copy must load them again
+    k = ir.Var("k")
+    w, z = ir.decl_buffer("W", (2,)), ir.decl_buffer("Z", (2, 2))
+    body = ir.SeqStmt((ir.BufferStore(w, X[I, k], (k,)), ir.BufferStore(z, w[0] * w[1], (I, k))))
+    func = ir.Func("f", (X, w, z), _loop(I, 2, _loop(k, 2, body, "unroll")))
+    lines = [ln.strip() for ln in generate_source(func).text.splitlines()]
+    assert lines[-6:] == [
+        "ld = X[i, 0]",
+        "W[0] = ld",
+        "Z[i, 0] = W[0] * W[1]",
+        "ld_1 = X[i, 1]",
+        "W[1] = ld_1",
+        "Z[i, 1] = W[0] * W[1]",
+    ]
+
+
+@pytest.mark.slow
+def test_jammed_windows_compute_what_numpy_does(tmp_path) -> None:
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    y = np.full((2, 4), -np.inf, np.float32)
+    kernel = build(_jammed(2), cache_dir=tmp_path)
+    kernel(x, y)
+    windows = np.lib.stride_tricks.sliding_window_view(x, (3, 3))[:2, :4]
+    np.testing.assert_array_equal(y, windows.max(axis=(2, 3)))
 
 
 def test_a_sum_is_a_tree_of_additions() -> None:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import random
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from autotune.codegen import generate_source
 from autotune.config import SPACES_DIR
 from autotune.errors import ConfigError, PoolOverflowError, ScheduleError
 from autotune.lowering import lower
@@ -62,6 +64,8 @@ def test_pool_chain_knobs() -> None:
         Knob("fuse_pool2", (False, True)),
         Knob("unroll_pool1", (False, True)),
         Knob("unroll_pool2", (False, True)),
+        Knob("jam_pool1", (1, 2, 4)),
+        Knob("jam_pool2", (1, 2, 4)),
         Knob("parallel", ("none", "outer")),
         Knob("vectorize", (False, True)),
     )
@@ -76,10 +80,12 @@ def test_pool_chain_knobs() -> None:
         "fuse_pool2": False,
         "unroll_pool1": False,
         "unroll_pool2": False,
+        "jam_pool1": 1,
+        "jam_pool2": 1,
         "parallel": "none",
         "vectorize": False,
     }
-    assert space.size() == 768 * 16
+    assert space.size() == 768 * 16 * 9
 
 
 def test_stages_come_from_the_function() -> None:
@@ -217,6 +223,33 @@ def test_fuse_and_unroll_give_one_contiguous_loop_and_straight_line_windows(gold
     assert result.status == "ok", result
 
 
+def test_jam_unrolls_neighbouring_columns_below_the_channels(golden: Any, tmp_path: Path) -> None:
+    from autotune.measure import measure
+
+    wl, space = small("pool_chain")
+    values = {"tile_rows": 4, "mode_pool1": "rolling", "strip": 8, "parallel": "outer", "vectorize": True}
+    values |= {"unroll_pool1": True, "unroll_pool2": True, "jam_pool1": 4, "jam_pool2": 4}
+    sch = space.apply(wl.func, values)
+    # pool1 has 10 columns per strip: 4 does not divide them, 2 does
+    assert [step.kwargs()["factors"] for step in sch.trace if step.op == "split"][-2:] == [(None, 2), (None, 4)]
+    # columns, channels, the unrolled neighbours, then the window: its columns outside its rows
+    assert sch.get_loops("pool2")[-5:] == ("x_1_1_0", "c_1", "x_1_1_1", "rw_1", "rh_1")
+    lowered = lower(sch.func, pools=BIG)
+    golden("search/space_pool_chain_jammed", str(lowered.func))
+    text = generate_source(lowered.func).text
+    # pool2: 4 neighbours read 6 columns of 3 rows once each, and max each column once
+    pool2 = text[text.index("pool2_flat_acc_0 = _c0") :]
+    assert pool2.count("= pool1_data[") == 18 and len(re.findall(r"\bt_\d+ = max", pool2)) == 6
+    inputs = wl.make_inputs(0)
+    result = measure(lowered.func, wl.reference, inputs, lowered.plan, warmup=0, repeats=1, cache_dir=str(tmp_path))
+    assert result.status == "ok", result
+    # without unroll, or with fuse, jam changes nothing
+    plain = {**values, "unroll_pool2": False}
+    assert space.apply(wl.func, plain).trace == space.apply(wl.func, {**plain, "jam_pool2": 1}).trace
+    fused = {**values, "fuse_pool2": True}
+    assert space.apply(wl.func, fused).trace == space.apply(wl.func, {**fused, "jam_pool2": 1}).trace
+
+
 def test_stages_fuse_nothing_over_their_rows() -> None:
     # NCHW: the two innermost spatial loops are rows and columns; the rows belong to the tile loop
     assert analyze_cascade(get("resize_conv", channels=2, height=32, width=32).func).fusable == ()
@@ -225,6 +258,8 @@ def test_stages_fuse_nothing_over_their_rows() -> None:
     # W[e, o]): fused, its index would be f % channels, and the fused loop would gather
     assert bottleneck.fusable == ()
     assert bottleneck.unrollable == ("expand", "depthwise", "project")
+    # only the depthwise window slides along the columns (expand and project are 1x1)
+    assert bottleneck.jammable == ("depthwise",)
     wide = analyze_cascade(get("bottleneck", height=16, width=16, cin=4, expand=96).func)
     assert wide.unrollable == ("expand", "depthwise")  # project sums 96 > UNROLL_LIMIT terms
 
@@ -292,6 +327,7 @@ def test_narrow_fix_and_globs() -> None:
         "strip": (0, 4, 8),
         "unroll_expand": (True, False),
         "unroll_depthwise": (True, False),
+        "jam_depthwise": (1, 2, 4),
         "parallel": ("none", "outer"),
     }
     assert dict(space.fixed) == {
