@@ -1,7 +1,9 @@
 """Imports point one way: a module may import only from its own layer and the layers above it.
 
 The order below is DESIGN.md's "Layers" list (first = lowest, importable by all),
-except that memory comes before lowering: the planner's lowering pass imports memory.
+except that memory comes before lowering (the planner's lowering pass imports memory)
+and that ``files`` was added below everything but errors (atomic writes are needed by
+memory, codegen and search).
 ``autotune/__init__.py`` is the public facade; it imports everything and is exempt.
 """
 
@@ -15,6 +17,7 @@ import pytest
 
 LAYERS: tuple[str, ...] = (
     "errors",
+    "files",
     "ir",
     "analysis",
     "te",
@@ -33,7 +36,7 @@ RANK = {name: i for i, name in enumerate(LAYERS)}
 # Modules that are not a layer of their own: `python -m autotune` is the CLI.
 ALIASES = {"__main__": "cli"}
 # Layers that are single modules directly in the package (the others are subpackages).
-MODULE_LAYERS = frozenset({"errors", "config", "cli"})
+MODULE_LAYERS = frozenset({"errors", "files", "config", "cli"})
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PACKAGE_DIR = REPO_ROOT / "autotune"

@@ -19,7 +19,6 @@ import importlib.metadata
 import importlib.util
 import os
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -32,6 +31,7 @@ import numpy as np
 
 from .. import ir
 from ..errors import CodegenError
+from ..files import write_atomic
 from ..memory import MemoryPlan
 from .source import KernelSource, generate_source
 from .storage import Storage, StorageArray, allocate_storage, describe
@@ -67,21 +67,6 @@ def _numba() -> ModuleType:
     import numba
 
     return numba
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` unless it is there already; readers never see half a file."""
-    if path.exists() and path.read_text(encoding="utf-8") == text:
-        return  # content-addressed: rewriting would only change the mtime and void numba's cache
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.stem + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _load_dispatcher(source: KernelSource, key: str, path: Path) -> Any:
@@ -243,7 +228,9 @@ def build(
     key = kernel_key(source.text)
     path = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     path = path / "kernels" / f"k_{key[:16]}.py"
-    _write_atomic(path, source.text)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # content-addressed: rewriting the same text would only change the mtime and void numba's cache
+    write_atomic(path, source.text, skip_unchanged=True)
     storage = allocate_storage(source.storage, plan)
     dispatcher = _load_dispatcher(source, key, path)
     return Kernel(source, path, key, dispatcher, storage)

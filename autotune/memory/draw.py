@@ -7,10 +7,12 @@ matplotlib is imported inside :func:`draw`, so importing
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from autotune.files import write_atomic
 from autotune.memory.plan import MemoryPlan
 from autotune.memory.pools import format_size
 
@@ -51,8 +53,9 @@ def draw(plan: MemoryPlan, path: str | os.PathLike[str]) -> Path:
             ax.set_xlabel("program order")
     fig.suptitle(f"memory plan ({plan.algorithm}): total peak {format_size(plan.total_peak)}")
     fig.tight_layout()
-    fig.savefig(out, dpi=DPI, format="png", metadata={"Software": None})
-    return out
+    buf = io.BytesIO()  # rendered in memory, then replaced whole: a failed write keeps the old picture
+    fig.savefig(buf, dpi=DPI, format="png", metadata={"Software": None})
+    return write_atomic(out, buf.getvalue())
 
 
 def _draw_pool(ax: Axes, plan: MemoryPlan, pool: str, size: int, peak: int) -> None:

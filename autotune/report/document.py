@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from ..config import WorkloadConfig, load_workload
+from ..files import write_atomic
 from ..lowering import lower
 from ..memory import Pool, draw, format_size
 from ..schedule import Schedule
-from ..search.log import write_atomic
 from .plots import plot_convergence, plot_pareto
 from .results import load_results, summary, write_tables
 

@@ -6,10 +6,12 @@ pyplot state, no display needed); matplotlib is imported inside the functions.
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..files import write_atomic
 from .results import pareto_front
 
 if TYPE_CHECKING:
@@ -36,8 +38,9 @@ def _save(fig: Figure, path: str | os.PathLike[str]) -> Path:
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(out, dpi=DPI, format="png", metadata={"Software": None})
-    return out
+    buf = io.BytesIO()  # rendered in memory, then replaced whole: a failed write keeps the old figure
+    fig.savefig(buf, dpi=DPI, format="png", metadata={"Software": None})
+    return write_atomic(out, buf.getvalue())
 
 
 def plot_convergence(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path:

@@ -11,10 +11,12 @@ pandas is imported inside the functions, so importing this module is cheap.
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..files import write_atomic
 from ..search.log import load
 from ..search.records import TRIAL_STATUSES
 
@@ -72,12 +74,14 @@ def _storable(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_tables(directory: str | os.PathLike[str]) -> tuple[Path, Path]:
-    """Write ``trials.parquet`` and ``trials.csv`` beside the log; return their paths."""
+    """Write ``trials.parquet`` and ``trials.csv`` beside the log, each replaced atomically; return their paths."""
     out = Path(directory)
     df = _storable(load_results(out))
     parquet, csv = out / "trials.parquet", out / "trials.csv"
-    df.to_parquet(parquet, index=False)
-    df.to_csv(csv, index=False)
+    buf = io.BytesIO()  # rendered in memory, then replaced whole: a failed write keeps the old table
+    df.to_parquet(buf, index=False)
+    write_atomic(parquet, buf.getvalue())
+    write_atomic(csv, df.to_csv(index=False))
     return parquet, csv
 
 

@@ -29,12 +29,12 @@ from typing import Any
 from ..codegen import generate_source
 from ..config import RunConfig
 from ..errors import AutotuneError
+from ..files import write_atomic
 from ..measure.result import MeasureResult
 from ..schedule import Schedule
 from ..workloads import Workload
 from . import candidates as cand
 from .executors import Executor
-from .log import write_atomic
 from .records import TrialRecord
 from .stopwatch import DriverTime
 

@@ -138,8 +138,11 @@ def knobs_text(knobs: Mapping[str, Any] | Sequence[tuple[str, Any]]) -> str:
 
 
 def random_assignment(space: SearchSpace, rng: np.random.Generator) -> dict[str, Any]:
-    """One knob value per knob, uniformly at random."""
-    return {k.name: k.choices[int(rng.integers(len(k.choices)))] for k in space.knobs}
+    """One knob value per knob, uniformly at random (an inactive knob: its default)."""
+    values = dict(space.fixed)
+    for k in space.search_order():
+        values[k.name] = k.choices[int(rng.integers(len(k.choices)))] if k.active(values) else k.choices[0]
+    return {k.name: values[k.name] for k in space.knobs}
 
 
 def check_peak_limit(
@@ -248,10 +251,12 @@ def add_logged(study: optuna.Study, space: SearchSpace, records: Sequence[TrialR
         params = dict(record.knobs)
         if set(params) != set(dists) or any(params[k.name] not in k for k in space.knobs):
             continue  # the space changed since: the record stays in the log, Optuna does not see it
+        values = {**dict(space.fixed), **params}
+        active = [k.name for k in space.knobs if k.active(values)]  # what the trial sampled
         c = constraint_of(record, None if record.status != "infeasible" else 1.0)
         trial = optuna.trial.create_trial(
-            params=params,
-            distributions=dists,
+            params={name: params[name] for name in active},
+            distributions={name: dists[name] for name in active},
             value=value_of(record),
             user_attrs={"constraint": c},
             system_attrs={"constraints": (c,)},

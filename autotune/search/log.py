@@ -12,8 +12,8 @@ edited, not interrupted.
 >>> TrialLog.load("results/run/trials.jsonl")      # [TrialRecord, ...]
 
 The run's other files (``best.json``, ``report.md``, ...) are replaced whole
-by :func:`write_atomic`: a crash or a full disk leaves the old file or the new
-one, never part of one.
+by :func:`autotune.files.write_atomic`: a crash or a full disk leaves the old
+file or the new one, never part of one.
 """
 
 from __future__ import annotations
@@ -22,15 +22,15 @@ import contextlib
 import errno
 import json
 import os
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
 from ..errors import AutotuneError
+from ..files import _fsync_dir, _write_all
 from .records import TrialRecord
 
-__all__ = ["TrialLog", "check_writable", "describe_os_error", "load", "write_atomic"]
+__all__ = ["TrialLog", "check_writable", "describe_os_error", "load"]
 
 PROBE_BYTES = 64 * 1024
 """Size of the file :func:`check_writable` writes to prove the output directory takes data."""
@@ -85,20 +85,6 @@ def load(path: str | os.PathLike[str]) -> list[TrialRecord]:
         return list(_read(path).records)
     except FileNotFoundError:
         raise AutotuneError(f"no trial log at {path}") from None
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make a new file's directory entry durable (a no-op where directories cannot be opened)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some filesystems refuse fsync on a directory; the file itself is synced
-    finally:
-        os.close(fd)
 
 
 class TrialLog:
@@ -176,40 +162,6 @@ def describe_os_error(exc: OSError) -> str:
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return "the disk is full"
     return exc.strerror or str(exc)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    """Write all of ``data`` to ``fd`` and fsync it; an OSError (ENOSPC: the disk is full) propagates."""
-    view = memoryview(data)
-    while view:  # a nearly full disk takes part of a write: the next one raises ENOSPC
-        view = view[os.write(fd, view) :]
-    os.fsync(fd)  # delayed allocation: a full disk may show only here
-
-
-def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
-    """Replace the file at ``path`` with ``data`` (text as UTF-8); return the path.
-
-    The data goes to a temporary file in the same directory, is fsync'd, and
-    is renamed over ``path``, so a crash or a full disk leaves the old file or
-    the new one, never part of one. On an error the temporary file is removed
-    and the OSError propagates.
-    """
-    path = Path(path)
-    raw = data.encode("utf-8") if isinstance(data, str) else data
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as for open()
-    try:
-        try:
-            _write_all(fd, raw)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    _fsync_dir(path.parent)
-    return path
 
 
 def _write_probe(path: Path, size: int) -> None:

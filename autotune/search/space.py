@@ -20,6 +20,7 @@ methods only; ``sch.trace_json()`` is what a trial records.
 from __future__ import annotations
 
 import fnmatch
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from math import prod
@@ -33,7 +34,7 @@ from ..memory import Pool
 from ..schedule import Schedule
 from ..workloads import Workload
 from .space_cascade import CascadeFamily
-from .space_family import Domain, Family, same_value
+from .space_family import Domain, Family, Requires, same_value
 from .space_gemm import GemmFamily
 
 __all__ = ["FAMILIES", "Knob", "SearchSpace", "load_space", "register_family"]
@@ -59,10 +60,18 @@ def _json_scalar(value: Any) -> bool:
 
 @dataclass(frozen=True)
 class Knob:
-    """A knob and its choices (JSON scalars), the first being the default."""
+    """A knob and its choices (JSON scalars), the first being the default.
+
+    ``requires`` makes it conditional: it matters only while each named knob
+    takes one of the listed values (``jam_pool2`` only with ``unroll_pool2``
+    true and ``fuse_pool2`` false). The tuner samples an inactive knob not at
+    all and records its default, so the sampler models only knobs that change
+    the schedule, and the assignments that differ only in dead knobs are one.
+    """
 
     name: str
     choices: tuple[Any, ...]
+    requires: Requires = ()
 
     def __post_init__(self) -> None:
         if not self.choices or not all(_json_scalar(c) for c in self.choices):
@@ -72,6 +81,12 @@ class Knob:
 
     def __contains__(self, value: Any) -> bool:
         return any(same_value(value, c) for c in self.choices)
+
+    def active(self, values: Mapping[str, Any]) -> bool:
+        """Whether the knob matters under ``values`` (the other knobs' values)."""
+        return all(
+            name in values and any(same_value(values[name], v) for v in allowed) for name, allowed in self.requires
+        )
 
 
 @dataclass(frozen=True)
@@ -89,8 +104,24 @@ class SearchSpace:
         return {k.name: k.choices[0] for k in self.knobs}
 
     def size(self) -> int:
-        """The number of assignments (some may give the same schedule or be impossible)."""
-        return prod(len(k.choices) for k in self.knobs)
+        """The number of assignments, an inactive knob counting once (some may still give the
+        same schedule or be impossible)."""
+        controls = [k for k in self.knobs if k.name in self._controlling()]
+        free = [k for k in self.knobs if k not in controls]
+        total = 0
+        for combo in itertools.product(*(k.choices for k in controls)):
+            values = {**dict(self.fixed), **{k.name: v for k, v in zip(controls, combo)}}
+            total += prod(len(k.choices) if k.active(values) else 1 for k in free)
+        return total
+
+    def _controlling(self) -> set[str]:
+        return {name for k in self.knobs for name, _ in k.requires}
+
+    def search_order(self) -> tuple[Knob, ...]:
+        """The knobs with those that others require first, so that a sampler can decide every
+        knob's activity from values it has already drawn."""
+        controls = self._controlling()
+        return tuple(sorted(self.knobs, key=lambda k: k.name not in controls))
 
     def values(self, assignment: Mapping[str, Any]) -> dict[str, Any]:
         """Every knob's value: ``assignment`` over the defaults and fixed values; ValueError outside the space."""
@@ -150,9 +181,31 @@ def load_space(path: str | Path, workload: Workload, pools: Sequence[Pool] = ())
         if len(choices) == 1:
             fixed.append((domain.name, choices[0]))
         else:
-            knobs.append(Knob(domain.name, choices))
+            knobs.append(Knob(domain.name, choices, domain.requires))
+    knobs, fixed = _settle_requirements(knobs, fixed)
     name = top.text("name", Path(path).stem)
     return SearchSpace(name, tuple(knobs), tuple(fixed), family.name, str(path))
+
+
+def _settle_requirements(
+    knobs: list[Knob], fixed: list[tuple[str, Any]]
+) -> tuple[list[Knob], list[tuple[str, Any]]]:
+    """Requirements on fixed knobs are decided here: met ones are dropped, and a knob whose
+    requirement can never be met is fixed to its default."""
+    values = dict(fixed)
+    names = {k.name for k in knobs} | set(values)
+    out: list[Knob] = []
+    for knob in knobs:
+        unknown = [n for n, _ in knob.requires if n not in names]
+        if unknown:
+            raise ValueError(f"knob {knob.name!r} requires unknown knobs {unknown}")
+        pending = tuple((n, allowed) for n, allowed in knob.requires if n not in values)
+        decided = Knob(knob.name, knob.choices, tuple((n, a) for n, a in knob.requires if n in values))
+        if not decided.active(values):
+            fixed.append((knob.name, knob.choices[0]))
+        else:
+            out.append(Knob(knob.name, knob.choices, pending))
+    return out, fixed
 
 
 def _is_pattern(key: str) -> bool:

@@ -20,8 +20,8 @@ from stage to stage; a global pool does not, so ``tiny_cnn`` cascades up to
     unroll_<stage>  false | true: unroll the stage's reduction loops (a 3x3 window, a short channel
                     sum; only where they total at most codegen.UNROLL_LIMIT iterations); the code
                     generator writes the accumulation as a balanced tree (pool_chain 0.19 -> 0.12 ms)
-    jam_<stage>     1 | 2 | 4: with unroll_<stage> and without fuse_<stage> (else it changes nothing),
-                    unroll-and-jam that many neighbouring output columns (at most: the largest
+    jam_<stage>     1 | 2 | 4: with unroll_<stage> and without fuse_<stage> (a conditional knob:
+                    the tuner samples it only then, it changes nothing otherwise), unroll-and-jam that many neighbouring output columns (at most: the largest
                     divisor of the column loop) below the channel loop, the window's columns outside
                     its rows; the unrolled copies share their loads and each column's partial result
                     (a 3x3 max over 4 columns: 18 loads and 20 max instead of 36 and 32)
@@ -429,7 +429,14 @@ class CascadeFamily(Family):
             out.append(int_domain("strip", [0, *strips], 0, c.cols))
         out += [choice_domain(f"fuse_{s}", (False, True)) for s in c.fusable]
         out += [choice_domain(f"unroll_{s}", (False, True)) for s in c.unrollable]
-        out += [choice_domain(f"jam_{s}", (1, 2, 4)) for s in c.jammable]
+        out += [
+            choice_domain(
+                f"jam_{s}",
+                (1, 2, 4),
+                ((f"unroll_{s}", (True,)), *(((f"fuse_{s}", (False,)),) if s in c.fusable else ())),
+            )
+            for s in c.jammable
+        ]
         out.append(choice_domain("parallel", ("none", "outer") if c.rows > 1 else ("none",)))
         out.append(choice_domain("vectorize", (False, True)))
         return tuple(out)

@@ -20,6 +20,7 @@ from ..schedule import Schedule
 __all__ = [
     "Domain",
     "Family",
+    "Requires",
     "bound_var",
     "choice_domain",
     "divisors",
@@ -29,14 +30,20 @@ __all__ = [
 ]
 
 
+Requires = tuple[tuple[str, tuple[Any, ...]], ...]
+"""``((knob, values), ...)``: a knob matters only while each named knob takes one of its values."""
+
+
 @dataclass(frozen=True)
 class Domain:
-    """One knob of one workload: its derived choices, and the test any other choice must pass."""
+    """One knob of one workload: its derived choices, the test any other choice must pass, and
+    the other knobs' values it matters under (``requires``; empty: always)."""
 
     name: str
     derived: tuple[Any, ...]
     expected: str
     accepts: Callable[[Any], bool]
+    requires: Requires = ()
 
 
 class Family(ABC):
@@ -62,7 +69,7 @@ def same_value(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-def choice_domain(name: str, options: Sequence[Any]) -> Domain:
+def choice_domain(name: str, options: Sequence[Any], requires: Requires = ()) -> Domain:
     """A knob that takes one of ``options`` (the first is the default)."""
     options = tuple(options)
     return Domain(
@@ -70,16 +77,18 @@ def choice_domain(name: str, options: Sequence[Any]) -> Domain:
         options,
         "one of " + ", ".join(map(repr, options)),
         lambda v: any(same_value(v, o) for o in options),
+        requires,
     )
 
 
-def int_domain(name: str, derived: Sequence[int], lo: int, hi: int) -> Domain:
+def int_domain(name: str, derived: Sequence[int], lo: int, hi: int, requires: Requires = ()) -> Domain:
     """An integer knob from ``lo`` to ``hi``, offering ``derived`` unless narrowed."""
     return Domain(
         name,
         tuple(derived),
         f"an integer from {lo} to {hi}",
         lambda v: isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi,
+        requires,
     )
 
 

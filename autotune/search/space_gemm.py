@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .. import ir
@@ -126,7 +126,12 @@ class GemmFamily(Family):
         out.append(choice_domain("vectorize", (False, True)))
         tiles = [f"{rx}x{ry}" for rx, ry in REGISTER_TILES if g.extents[0] % rx == 0 and g.extents[1] % ry == 0]
         out.append(choice_domain("register_tile", ("none", *tiles)))
-        return tuple(out)
+        if len(out[-1].derived) == 1:
+            return tuple(out)
+        # a register tile replaces the tiles, order, staged A, double buffering and the vector mark
+        tiled = (("register_tile", ("none",)),)
+        keep = ("parallel", "cache_b", "register_tile")
+        return tuple(d if d.name in keep else replace(d, requires=tiled) for d in out)
 
     def apply(self, func: ir.Func, values: Mapping[str, Any]) -> Schedule:
         g = analyze_gemm(func)

@@ -190,7 +190,10 @@ class _Search:
     def _propose(self, twins: dict[str, list[Any]]) -> _Candidate | None:
         """Ask one candidate; settle it at once if invalid or infeasible; None unless it is to be ranked."""
         trial = self.study.ask()
-        knobs = tuple((k.name, trial.suggest_categorical(k.name, k.choices)) for k in self.space.knobs)
+        chosen = dict(self.space.fixed)
+        for k in self.space.search_order():  # an inactive knob is not sampled: it keeps its default
+            chosen[k.name] = trial.suggest_categorical(k.name, k.choices) if k.active(chosen) else k.choices[0]
+        knobs = tuple((k.name, chosen[k.name]) for k in self.space.knobs)
         if knobs in self.invalid:  # these knobs gave no schedule before
             cand.tell(self.study, trial, self.invalid[knobs])
             return None

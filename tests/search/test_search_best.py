@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from search_runs import write_run_config
 
+from autotune import files as files_module
 from autotune.config import RunConfig, load_config, load_workload
 from autotune.measure.result import MeasureResult
 from autotune.measure.task import MeasureTask
 from autotune.schedule import Schedule
-from autotune.search import log as log_module
 from autotune.search.best import REMEASURE_ROUNDS, finish
 from autotune.search.executors import Executor
 from autotune.search.records import TrialRecord
@@ -86,7 +86,7 @@ def test_a_failed_rewrite_of_best_json_keeps_the_previous_one(
     previous = (cfg.output / "best.json").read_bytes()
     previous_ir = (cfg.output / "best_ir.txt").read_bytes()
 
-    real_write_all = log_module._write_all
+    real_write_all = files_module._write_all
 
     def full_in_best_json(fd: int, data: bytes) -> None:
         if not data.startswith(b"{"):  # best_ir.txt and best_kernel.py go through
@@ -95,7 +95,7 @@ def test_a_failed_rewrite_of_best_json_keeps_the_previous_one(
         os.write(fd, data[: len(data) // 2])
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(log_module, "_write_all", full_in_best_json)
+    monkeypatch.setattr(files_module, "_write_all", full_in_best_json)
     with pytest.raises(OSError) as info:
         finish(cfg, wl, [trial(wl, 1, 2)], MadeUp())
     assert info.value.errno == errno.ENOSPC

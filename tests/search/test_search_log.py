@@ -1,5 +1,6 @@
-"""TrialRecord validation and JSON round trip; the trial log's durable append, torn-line recovery, errors;
-whole-file writes that leave the old file or the new one."""
+"""TrialRecord validation and JSON round trip; the trial log's durable append, torn-line recovery, errors.
+
+Whole-file writes (``write_atomic``) are tested in ``tests/test_files.py``."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from autotune.errors import AutotuneError
 from autotune.measure.result import MeasureResult
 from autotune.search import log as log_module
-from autotune.search.log import TrialLog, check_writable, load, write_atomic
+from autotune.search.log import TrialLog, check_writable, load
 from autotune.search.records import TrialRecord, trace_key
 
 TRACE = '{"version": 1, "steps": [{"op": "split", "args": {"loop": "y", "factors": [null, 4]}}]}'
@@ -248,53 +249,3 @@ def test_check_writable_reports_a_full_disk(tmp_path: Path, monkeypatch: pytest.
     with pytest.raises(AutotuneError, match=r"cannot write to the output directory .*: the disk is full"):
         check_writable(tmp_path / "out")
     assert list((tmp_path / "out").iterdir()) == []
-
-
-# ---------------------------------------------------------------- whole-file writes
-
-
-def test_write_atomic_replaces_the_file(tmp_path: Path) -> None:
-    path = tmp_path / "best.json"
-    assert write_atomic(path, '{"trial": 1}\n') == path
-    assert path.read_text(encoding="utf-8") == '{"trial": 1}\n'
-    write_atomic(path, "nöde\n".encode())  # bytes as they are; text as UTF-8
-    assert path.read_text(encoding="utf-8") == "nöde\n"
-    (tmp_path / "plain.txt").write_text("x")
-    assert path.stat().st_mode == (tmp_path / "plain.txt").stat().st_mode  # the umask applies
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["best.json", "plain.txt"]
-
-
-def test_write_atomic_failing_mid_write_keeps_the_old_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The disk fills half-way through the new contents: the old file is intact, no temporary file is left."""
-    path = tmp_path / "best.json"
-    path.write_text('{"trial": 1}\n')
-
-    def half_then_full(fd: int, data: bytes) -> None:
-        os.write(fd, data[: len(data) // 2])
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    monkeypatch.setattr(log_module, "_write_all", half_then_full)
-    with pytest.raises(OSError) as info:
-        write_atomic(path, '{"trial": 2, "figures": {}}\n')
-    assert info.value.errno == errno.ENOSPC
-    assert path.read_text() == '{"trial": 1}\n'
-    assert [p.name for p in tmp_path.iterdir()] == ["best.json"]
-
-
-def test_write_atomic_is_fsynced_before_the_rename(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The new contents are on disk before they replace the old file (else a crash may leave it empty)."""
-    path = tmp_path / "best.json"
-    path.write_text("old\n")
-    seen: list[str] = []
-    real_fsync = os.fsync
-
-    def spy(fd: int) -> None:
-        if not seen:  # the first fsync is the file's; the directory's follows the rename
-            seen.append(path.read_text())
-        real_fsync(fd)
-
-    monkeypatch.setattr(log_module.os, "fsync", spy)
-    write_atomic(path, "new\n")
-    assert seen == ["old\n"] and path.read_text() == "new\n"

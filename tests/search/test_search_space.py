@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from autotune.codegen import generate_source
@@ -16,6 +17,7 @@ from autotune.errors import ConfigError, PoolOverflowError, ScheduleError
 from autotune.lowering import lower
 from autotune.memory import Pool
 from autotune.schedule import Schedule
+from autotune.search.candidates import random_assignment
 from autotune.search.space import FAMILIES, Knob, SearchSpace, load_space
 from autotune.search.space_cascade import analyze_cascade
 from autotune.search.space_gemm import analyze_gemm
@@ -64,8 +66,8 @@ def test_pool_chain_knobs() -> None:
         Knob("fuse_pool2", (False, True)),
         Knob("unroll_pool1", (False, True)),
         Knob("unroll_pool2", (False, True)),
-        Knob("jam_pool1", (1, 2, 4)),
-        Knob("jam_pool2", (1, 2, 4)),
+        Knob("jam_pool1", (1, 2, 4), (("unroll_pool1", (True,)), ("fuse_pool1", (False,)))),
+        Knob("jam_pool2", (1, 2, 4), (("unroll_pool2", (True,)), ("fuse_pool2", (False,)))),
         Knob("parallel", ("none", "outer")),
         Knob("vectorize", (False, True)),
     )
@@ -85,7 +87,37 @@ def test_pool_chain_knobs() -> None:
         "parallel": "none",
         "vectorize": False,
     }
-    assert space.size() == 768 * 16 * 9
+    # jam_<stage> counts 3 only where unroll is on and fuse off (1 of 4 cases): 1.5x per stage
+    assert space.size() == 768 * 16 * 3 // 2 * 3 // 2
+
+
+def test_conditional_knobs_are_sampled_only_where_they_matter() -> None:
+    _, space = small("pool_chain")
+    order = [k.name for k in space.search_order()]
+    assert order[:4] == ["fuse_pool1", "fuse_pool2", "unroll_pool1", "unroll_pool2"]  # what jam_* requires
+    jam = next(k for k in space.knobs if k.name == "jam_pool2")
+    assert jam.active({"unroll_pool2": True, "fuse_pool2": False})
+    assert not jam.active({"unroll_pool2": True, "fuse_pool2": True})
+    assert not jam.active({"unroll_pool2": False, "fuse_pool2": False})
+    rng = np.random.default_rng(0)
+    drawn = [random_assignment(space, rng) for _ in range(200)]
+    assert all(d["jam_pool2"] == 1 for d in drawn if not d["unroll_pool2"] or d["fuse_pool2"])
+    assert {d["jam_pool2"] for d in drawn if d["unroll_pool2"] and not d["fuse_pool2"]} == {1, 2, 4}
+
+
+def test_requirements_on_fixed_knobs_are_settled_when_the_space_loads() -> None:
+    wl, _ = small("pool_chain")
+    off = load_space(write_space("family: cascade\nknobs:\n  unroll_*: {value: false}\n"), wl, POOLS)
+    assert {"jam_pool1": 1, "jam_pool2": 1}.items() <= dict(off.fixed).items()  # never active: fixed
+    assert not any(k.name.startswith("jam_") for k in off.knobs)
+    on = load_space(write_space("family: cascade\nknobs:\n  unroll_*: {value: true}\n"), wl, POOLS)
+    jams = {k.name: k.requires for k in on.knobs if k.name.startswith("jam_")}
+    assert jams == {"jam_pool1": (("fuse_pool1", (False,)),), "jam_pool2": (("fuse_pool2", (False,)),)}
+    mm, _ = small("matmul")
+    tiled = load_space(write_space("family: gemm\nknobs:\n  register_tile: {value: 4x16}\n"), mm, ())
+    # a register tile replaces the tiles: only what the micro-kernel uses is left to search
+    assert [k.name for k in tiled.knobs] == ["cache_b", "parallel"]
+    assert dict(tiled.fixed)["tile_m"] == 2 and dict(tiled.fixed)["register_tile"] == "4x16"
 
 
 def test_stages_come_from_the_function() -> None:

@@ -128,7 +128,7 @@ def test_crashed_and_hung_candidates_are_trials(tmp_path: Path) -> None:
     crash = MeasureResult.failure("crashed", "the worker died: exit code -11 (killed by SIGSEGV)")
     hang = MeasureResult.failure("timeout", "no result after 30 s; the worker was killed")
     wrong = MeasureResult(status="wrong", max_abs_err=3.0)
-    cfg = load_config(write_config(tmp_path, "failing", trials=6, cost_model="none", measure_per_round=6))
+    cfg = load_config(write_config(tmp_path, "failing", trials=8, cost_model="none", measure_per_round=8))
     result = tune(cfg, progress=False, executor=InProcess({0: crash, 1: hang, 2: wrong}))
     by_status = {r.status: r for r in records(cfg.output)}
     assert by_status["crashed"].reason.startswith("the worker died")
@@ -176,3 +176,18 @@ def test_infeasible_trials_carry_their_peak(tmp_path: Path) -> None:
         assert r.peak_bytes > 4096 or "overflow" in r.reason
         assert r.median_ms is None and r.node == ""
     assert all(r.peak_bytes <= 4096 for r in logged if r.ok)
+
+
+def test_knobs_that_do_not_matter_are_recorded_at_their_default(tmp_path: Path) -> None:
+    # jam_<stage> only matters with unroll_<stage> on and fuse_<stage> off: elsewhere it is not sampled
+    cfg = load_config(write_config(tmp_path, "conditional", trials=16, cost_model="none", peak_limit=None))
+    tune(cfg, progress=False, executor=InProcess())
+    logged = [dict(r.knobs) for r in records(cfg.output)]
+    assert len(logged) == 16
+    for stage in ("pool1", "pool2"):
+        dead = [k for k in logged if not k[f"unroll_{stage}"] or k[f"fuse_{stage}"]]
+        assert dead and all(k[f"jam_{stage}"] == 1 for k in dead)
+    # and a resumed run hands Optuna the same (active) parameters without complaint
+    more = load_config(write_config(tmp_path, "conditional", trials=20, cost_model="none", peak_limit=None))
+    tune(more, progress=False, executor=InProcess(), resume=True)
+    assert len(records(cfg.output)) == 20
