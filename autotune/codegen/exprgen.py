@@ -288,14 +288,7 @@ class ExprWriter:
         return self.names.var(e)
 
     def expr_BufferLoad(self, e: E.BufferLoad, parent: int) -> str:
-        text = self.access(e.buffer, e.indices)
-        if self.cse is None or not self._immutable(e):
-            return text
-        name = self.cse.get(text)
-        if name is None:
-            name = self.cse[text] = self.names.fresh("ld")
-            self.pending.append(f"{name} = {text}")
-        return name
+        return self.share(e, self.access(e.buffer, e.indices), "ld")
 
     def _immutable(self, e: E.Expr) -> bool:
         """Whether the text of ``e`` names the same value throughout a straight-line region:
@@ -323,14 +316,15 @@ class ExprWriter:
         self.cse = {} if on else None
         self.written = written if on else frozenset()
 
-    def share(self, e: E.Expr, text: str) -> str:
+    def share(self, e: E.Expr, text: str, prefix: str = "t") -> str:
         """``text`` (the text of ``e``), or in a straight-line region where ``e`` reads only
-        storage that the region does not write, a local holding it, shared by every use."""
+        storage that the region does not write, a local (``prefix``, ``prefix_1``, ...) holding
+        it, shared by every use."""
         if self.cse is None or not self._immutable(e):
             return text
         name = self.cse.get(text)
         if name is None:
-            name = self.cse[text] = self.names.fresh("t")
+            name = self.cse[text] = self.names.fresh(prefix)
             self.pending.append(f"{name} = {text}")
         return name
 

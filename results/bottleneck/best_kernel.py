@@ -14,8 +14,8 @@ def bottleneck(data, w_expand, w_depthwise, w_project, project, expand_data, dep
     # w_depthwise: float32[3, 3, 96]
     # w_project: float32[1, 1, 96, 16]
     # project: float32[1, 112, 112, 16]
-    # expand_data: float32[44544] (allocation expand in pool sram at offset 0)
-    # depthwise_data: float32[21504] (allocation depthwise in pool sram at offset 178176)
+    # expand_data: float32[33408] (allocation expand in pool sram at offset 0)
+    # depthwise_data: float32[10752] (allocation depthwise in pool dtcm at offset 0)
     data_flat = data.reshape(-1)
     w_expand_flat = w_expand.reshape(-1)
     w_depthwise_flat = w_depthwise.reshape(-1)
@@ -23,69 +23,29 @@ def bottleneck(data, w_expand, w_depthwise, w_project, project, expand_data, dep
     project_flat = project.reshape(-1)
     for y_2_0 in numba.prange(2):
         for x_2_0 in range(2):
-            for y_2_1 in range(28):
-                for y in range((0 if y_2_1 == 0 else 2), (0 if y_2_1 == 0 else 2) + (4 - (0 if y_2_1 == 0 else 2))):
-                    if 0 <= y_2_0 * 56 + y_2_1 * 2 + y - 1 and y_2_0 * 56 + y_2_1 * 2 + y - 1 < 112:
+            for y_2_1 in range(56):
+                for y in range((0 if y_2_1 == 0 else 2), (0 if y_2_1 == 0 else 2) + (3 - (0 if y_2_1 == 0 else 2))):
+                    if 0 <= y_2_0 * 56 + y_2_1 + y - 1 and y_2_0 * 56 + y_2_1 + y - 1 < 112:
                         for x in range(58):
                             if 0 <= x_2_0 * 56 + x - 1 and x_2_0 * 56 + x - 1 < 112:
                                 for o in range(96):
                                     expand_acc_0 = _c0
                                     expand_acc_0 = _c0
-                                    ld = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y * 1792 + x_2_0 * 896 + x * 16 - 1808)]
-                                    ld_1 = w_expand_flat[np.uintp(o)]
-                                    ld_2 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y * 1792 + x_2_0 * 896 + x * 16 + 1 - 1808)]
-                                    ld_3 = w_expand_flat[np.uintp(96 + o)]
-                                    ld_4 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y * 1792 + x_2_0 * 896 + x * 16 + 2 - 1808)]
-                                    ld_5 = w_expand_flat[np.uintp(192 + o)]
-                                    ld_6 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y * 1792 + x_2_0 * 896 + x * 16 + 3 - 1808)]
-                                    ld_7 = w_expand_flat[np.uintp(288 + o)]
-                                    ld_8 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y * 1792 + x_2_0 * 896 + x * 16 + 4 - 1808)]
-                                    ld_9 = w_expand_flat[np.uintp(384 + o)]
-                                    ld_10 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y * 1792 + x_2_0 * 896 + x * 16 + 5 - 1808)]
-                                    ld_11 = w_expand_flat[np.uintp(480 + o)]
-                                    ld_12 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y * 1792 + x_2_0 * 896 + x * 16 + 6 - 1808)]
-                                    ld_13 = w_expand_flat[np.uintp(576 + o)]
-                                    ld_14 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y * 1792 + x_2_0 * 896 + x * 16 + 7 - 1808)]
-                                    ld_15 = w_expand_flat[np.uintp(672 + o)]
-                                    ld_16 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y * 1792 + x_2_0 * 896 + x * 16 + 8 - 1808)]
-                                    ld_17 = w_expand_flat[np.uintp(768 + o)]
-                                    ld_18 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y * 1792 + x_2_0 * 896 + x * 16 + 9 - 1808)]
-                                    ld_19 = w_expand_flat[np.uintp(864 + o)]
-                                    ld_20 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y * 1792 + x_2_0 * 896 + x * 16 + 10 - 1808)]
-                                    ld_21 = w_expand_flat[np.uintp(960 + o)]
-                                    ld_22 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y * 1792 + x_2_0 * 896 + x * 16 + 11 - 1808)]
-                                    ld_23 = w_expand_flat[np.uintp(1056 + o)]
-                                    ld_24 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y * 1792 + x_2_0 * 896 + x * 16 + 12 - 1808)]
-                                    ld_25 = w_expand_flat[np.uintp(1152 + o)]
-                                    ld_26 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y * 1792 + x_2_0 * 896 + x * 16 + 13 - 1808)]
-                                    ld_27 = w_expand_flat[np.uintp(1248 + o)]
-                                    ld_28 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y * 1792 + x_2_0 * 896 + x * 16 + 14 - 1808)]
-                                    ld_29 = w_expand_flat[np.uintp(1344 + o)]
-                                    ld_30 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y * 1792 + x_2_0 * 896 + x * 16 + 15 - 1808)]
-                                    ld_31 = w_expand_flat[np.uintp(1440 + o)]
-                                    expand_acc_0 = (expand_acc_0 + ((((ld * ld_1 + ld_2 * ld_3) + (ld_4 * ld_5 + ld_6 * ld_7)) + ((ld_8 * ld_9 + ld_10 * ld_11) + (ld_12 * ld_13 + ld_14 * ld_15))) + (((ld_16 * ld_17 + ld_18 * ld_19) + (ld_20 * ld_21 + ld_22 * ld_23)) + ((ld_24 * ld_25 + ld_26 * ld_27) + (ld_28 * ld_29 + ld_30 * ld_31)))))
-                                    expand_data[np.uintp(y_2_0 * 22272 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o)] = expand_acc_0
-                for y_1 in range(2):
-                    for x_1 in range(56):
-                        for c in range(96):
-                            depthwise_acc_0 = _c0
-                            depthwise_acc_0 = _c0
-                            ld_32 = w_depthwise_flat[np.uintp(c)]
-                            ld_33 = w_depthwise_flat[np.uintp(96 + c)]
-                            ld_34 = w_depthwise_flat[np.uintp(192 + c)]
-                            ld_35 = w_depthwise_flat[np.uintp(288 + c)]
-                            ld_36 = w_depthwise_flat[np.uintp(384 + c)]
-                            ld_37 = w_depthwise_flat[np.uintp(480 + c)]
-                            ld_38 = w_depthwise_flat[np.uintp(576 + c)]
-                            ld_39 = w_depthwise_flat[np.uintp(672 + c)]
-                            ld_40 = w_depthwise_flat[np.uintp(768 + c)]
-                            depthwise_acc_0 = (depthwise_acc_0 + (((((min(max(expand_data[np.uintp(y_2_0 * 22272 + (y_2_1 * 2 + y_1 + 3) % 4 * 5568 + x_1 * 96 + c)], _c0), _c1) if y_2_0 * 56 + y_2_1 * 2 + y_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + y_1 - 1 < 112 and x_2_0 * 56 + x_1 - 1 >= 0 and x_2_0 * 56 + x_1 - 1 < 112 else _c0) * ld_32 + (min(max(expand_data[np.uintp(y_2_0 * 22272 + (y_2_1 * 2 + y_1 + 3) % 4 * 5568 + x_1 * 96 + 96 + c)], _c0), _c1) if y_2_0 * 56 + y_2_1 * 2 + y_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + y_1 - 1 < 112 and x_2_0 * 56 + x_1 + 1 - 1 >= 0 and x_2_0 * 56 + x_1 + 1 - 1 < 112 else _c0) * ld_33) + ((min(max(expand_data[np.uintp(y_2_0 * 22272 + (y_2_1 * 2 + y_1 + 3) % 4 * 5568 + x_1 * 96 + 192 + c)], _c0), _c1) if y_2_0 * 56 + y_2_1 * 2 + y_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + y_1 - 1 < 112 and x_2_0 * 56 + x_1 + 2 - 1 >= 0 and x_2_0 * 56 + x_1 + 2 - 1 < 112 else _c0) * ld_34 + (min(max(expand_data[np.uintp(y_2_0 * 22272 + (y_2_1 * 2 + y_1 + 1 + 3) % 4 * 5568 + x_1 * 96 + c)], _c0), _c1) if y_2_0 * 56 + y_2_1 * 2 + y_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + y_1 + 1 - 1 < 112 and x_2_0 * 56 + x_1 - 1 >= 0 and x_2_0 * 56 + x_1 - 1 < 112 else _c0) * ld_35)) + (((min(max(expand_data[np.uintp(y_2_0 * 22272 + (y_2_1 * 2 + y_1 + 1 + 3) % 4 * 5568 + x_1 * 96 + 96 + c)], _c0), _c1) if y_2_0 * 56 + y_2_1 * 2 + y_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + y_1 + 1 - 1 < 112 and x_2_0 * 56 + x_1 + 1 - 1 >= 0 and x_2_0 * 56 + x_1 + 1 - 1 < 112 else _c0) * ld_36 + (min(max(expand_data[np.uintp(y_2_0 * 22272 + (y_2_1 * 2 + y_1 + 1 + 3) % 4 * 5568 + x_1 * 96 + 192 + c)], _c0), _c1) if y_2_0 * 56 + y_2_1 * 2 + y_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + y_1 + 1 - 1 < 112 and x_2_0 * 56 + x_1 + 2 - 1 >= 0 and x_2_0 * 56 + x_1 + 2 - 1 < 112 else _c0) * ld_37) + ((min(max(expand_data[np.uintp(y_2_0 * 22272 + (y_2_1 * 2 + y_1 + 2 + 3) % 4 * 5568 + x_1 * 96 + c)], _c0), _c1) if y_2_0 * 56 + y_2_1 * 2 + y_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + y_1 + 2 - 1 < 112 and x_2_0 * 56 + x_1 - 1 >= 0 and x_2_0 * 56 + x_1 - 1 < 112 else _c0) * ld_38 + (min(max(expand_data[np.uintp(y_2_0 * 22272 + (y_2_1 * 2 + y_1 + 2 + 3) % 4 * 5568 + x_1 * 96 + 96 + c)], _c0), _c1) if y_2_0 * 56 + y_2_1 * 2 + y_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + y_1 + 2 - 1 < 112 and x_2_0 * 56 + x_1 + 1 - 1 >= 0 and x_2_0 * 56 + x_1 + 1 - 1 < 112 else _c0) * ld_39))) + (min(max(expand_data[np.uintp(y_2_0 * 22272 + (y_2_1 * 2 + y_1 + 2 + 3) % 4 * 5568 + x_1 * 96 + 192 + c)], _c0), _c1) if y_2_0 * 56 + y_2_1 * 2 + y_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + y_1 + 2 - 1 < 112 and x_2_0 * 56 + x_1 + 2 - 1 >= 0 and x_2_0 * 56 + x_1 + 2 - 1 < 112 else _c0) * ld_40))
-                            depthwise_data[np.uintp(y_2_0 * 10752 + y_1 * 5376 + x_1 * 96 + c)] = depthwise_acc_0
-                for y_2_2 in range(2):
-                    for x_2_1 in range(56):
-                        for o_1 in range(16):
-                            project_flat_acc_0 = _c0
-                            project_flat_acc_0 = _c0
-                            for rc_1 in range(96):
-                                project_flat_acc_0 = project_flat_acc_0 + min(max(depthwise_data[np.uintp(y_2_0 * 10752 + y_2_2 * 5376 + x_2_1 * 96 + rc_1)], _c0), _c1) * w_project_flat[np.uintp(rc_1 * 16 + o_1)]
-                            project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1 * 16 + o_1)] = project_flat_acc_0
+                                    for rc in range(16):
+                                        expand_acc_0 = expand_acc_0 + data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + y * 1792 + x_2_0 * 896 + x * 16 + rc - 1808)] * w_expand_flat[np.uintp(rc * 96 + o)]
+                                    expand_data[np.uintp(y_2_0 * 16704 + (y_2_0 * 56 + y_2_1 + y + 2) % 3 * 5568 + x * 96 + o)] = expand_acc_0
+                for x_1 in range(56):
+                    for c in range(96):
+                        depthwise_acc_0 = _c0
+                        depthwise_acc_0 = _c0
+                        for rh in range(3):
+                            for rw in range(3):
+                                depthwise_acc_0 = depthwise_acc_0 + (min(max(expand_data[np.uintp(y_2_0 * 16704 + (y_2_0 * 56 + y_2_1 + rh + 2) % 3 * 5568 + x_1 * 96 + rw * 96 + c)], _c0), _c1) if y_2_0 * 56 + y_2_1 + rh - 1 >= 0 and y_2_0 * 56 + y_2_1 + rh - 1 < 112 and x_2_0 * 56 + x_1 + rw - 1 >= 0 and x_2_0 * 56 + x_1 + rw - 1 < 112 else _c0) * w_depthwise_flat[np.uintp(rh * 288 + rw * 96 + c)]
+                        depthwise_data[np.uintp(y_2_0 * 5376 + x_1 * 96 + c)] = depthwise_acc_0
+                for x_2_1 in range(56):
+                    for o_1 in range(16):
+                        project_flat_acc_0 = _c0
+                        project_flat_acc_0 = _c0
+                        for rc_1 in range(96):
+                            project_flat_acc_0 = project_flat_acc_0 + min(max(depthwise_data[np.uintp(y_2_0 * 5376 + x_2_1 * 96 + rc_1)], _c0), _c1) * w_project_flat[np.uintp(rc_1 * 16 + o_1)]
+                        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 896 + x_2_1 * 16 + o_1)] = project_flat_acc_0
