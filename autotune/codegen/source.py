@@ -42,10 +42,12 @@ because kernels use ``-inf`` as the max-pool identity and padding value, and the
 checker fills outputs with NaN."""
 
 
-def kernel_decorator(parallel: bool) -> str:
-    """The decorator line put on every kernel (part of the source, hence of the cache key)."""
+def kernel_decorator() -> str:
+    """The decorator line put on every kernel (part of the source, hence of the cache key).
+
+    Every kernel is ``parallel=True``, serial ones too (see :func:`generate_source`)."""
     flags = "{" + ", ".join(f'"{f}"' for f in FASTMATH_FLAGS) + "}"
-    return f'@numba.njit(cache=True, fastmath={flags}, nogil=True, error_model="numpy", parallel={parallel})'
+    return f'@numba.njit(cache=True, fastmath={flags}, nogil=True, error_model="numpy", parallel=True)'
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +104,8 @@ class KernelSource:
     params: tuple[ParamArg, ...]
     storage: tuple[StorageArg, ...]
     parallel: bool
+    """Whether the schedule has a parallel loop (the kernel runs on the thread pool); a serial
+    kernel runs on one thread, as a one-iteration ``prange`` all the same."""
     vectorizer: str = "loop"
 
     @property
@@ -434,7 +438,10 @@ def generate_source(func: ir.Func, name: str | None = None) -> KernelSource:
     """
     kernel = py_ident(name or func.name)
     gen = _Generator(func, kernel)
+    once = gen.names.fresh("once")
     gen.stmt(func.body, 1)
+    if not gen.parallel:
+        gen.lines = _on_one_thread(gen.lines, once)
     params = tuple(ParamArg(gen.names.buffer(b), b.name, _const_shape(b), b.dtype) for b in func.params)
     storage = tuple(gen.storage.values())
     args = ", ".join([p.arg for p in params] + [s.arg for s in storage])
@@ -452,10 +459,25 @@ def generate_source(func: ir.Func, name: str | None = None) -> KernelSource:
     consts = gen.exprs.constants()
     if consts:
         lines += [f"{c} = {v}" for c, v in consts] + [""]
-    lines += ["", kernel_decorator(gen.parallel), f"def {kernel}({args}):"]
+    lines += ["", kernel_decorator(), f"def {kernel}({args}):"]
     lines += [f"    # {_arg_doc(p)}" for p in params] + [f"    # {_storage_doc(s)}" for s in storage]
     lines += gen.lines
     return KernelSource(kernel, "\n".join(lines) + "\n", params, storage, gen.parallel, vectorizer)
+
+
+def _on_one_thread(body: list[str], once: str) -> list[str]:
+    """A serial kernel's body as the one iteration of a ``prange(1)``.
+
+    numba compiles the body of a parallel loop as a separate function whose
+    array arguments are ``noalias`` when its alias analysis finds none (ours
+    never alias: parameters and disjoint pool views). A plain function gets no
+    such attribute, so LLVM must assume that every store may change every
+    array, and it neither vectorises nor hoists: the serial bottleneck kernel
+    ran 5.2 ms as a function and 1.1 ms as a one-iteration parallel loop, on
+    one thread both. (``numba.set_num_threads(1)`` around it would keep the
+    other worker from waking, but a kernel that calls it cannot be cached.)
+    """
+    return [f"    for {once} in numba.prange(1):", *("    " + line for line in body)]
 
 
 def _arg_doc(p: ParamArg) -> str:

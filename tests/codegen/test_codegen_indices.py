@@ -13,6 +13,10 @@ A, B = ir.decl_buffer("A", (8,)), ir.decl_buffer("B", (8,))
 I, J, K = ir.Var("i"), ir.Var("j"), ir.Var("k")
 
 
+SERIAL = "for once in numba.prange(1):"
+"""The line a serial kernel's body runs under (generate_source's one-iteration parallel loop)."""
+
+
 def _text(body: ir.Stmt, *params: ir.Buffer) -> str:
     return generate_source(ir.Func("f", params or (A, B), body)).text
 
@@ -20,7 +24,7 @@ def _text(body: ir.Stmt, *params: ir.Buffer) -> str:
 def _lines(text: str) -> list[str]:
     """The kernel body's statements, without the header and the argument comments."""
     body = text.split("):\n", 1)[1].splitlines()
-    return [ln.strip() for ln in body if not ln.strip().startswith("#")]
+    return [ln.strip() for ln in body if not ln.strip().startswith("#") and ln.strip() != SERIAL]
 
 
 def _loop(var: ir.Var, extent: int, body: ir.Stmt, kind: str = "serial") -> ir.Stmt:
