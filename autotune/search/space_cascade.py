@@ -20,11 +20,12 @@ from stage to stage; a global pool does not, so ``tiny_cnn`` cascades up to
     unroll_<stage>  false | true: unroll the stage's reduction loops (a 3x3 window, a short channel
                     sum; only where they total at most codegen.UNROLL_LIMIT iterations); the code
                     generator writes the accumulation as a balanced tree (pool_chain 0.19 -> 0.12 ms)
-    jam_<stage>     1 | 2 | 4: with unroll_<stage> and without fuse_<stage> (a conditional knob:
-                    the tuner samples it only then, it changes nothing otherwise), unroll-and-jam that many neighbouring output columns (at most: the largest
-                    divisor of the column loop) below the channel loop, the window's columns outside
-                    its rows; the unrolled copies share their loads and each column's partial result
-                    (a 3x3 max over 4 columns: 18 loads and 20 max instead of 36 and 32)
+    jam_<stage>     1 | 2 | 4: unroll-and-jam that many neighbouring output columns (at most: the
+                    largest divisor of the column loop) below the channel loop, the window's columns
+                    outside its rows; the unrolled copies share their loads and each column's partial
+                    result (a 3x3 max over 4 columns: 18 loads and 20 max instead of 36 and 32).
+                    Conditional: only with unroll_<stage> and without fuse_<stage> (the tuner samples
+                    it only then; elsewhere it changes nothing)
     vectorize       mark the innermost non-reduction loop of the last stage (the fused one if fused)
 
 ``parallel: outer`` splits the row loop as ``[2, None, tile_rows]`` before any
