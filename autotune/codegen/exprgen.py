@@ -15,6 +15,7 @@ from math import prod
 from typing import Any
 
 from .. import ir
+from ..analysis import Interval, eval_interval
 from ..errors import CodegenError
 from ..ir import expr as E
 
@@ -112,6 +113,8 @@ class ExprWriter:
         self.cse: dict[str, str] | None = None
         self.pending: list[str] = []
         self.scope: set[E.Var] = set()
+        self.ranges: dict[E.Var, Interval] = {}
+        """The values each enclosing loop's variable takes (what proves a load in bounds)."""
         self.decls: dict[ir.Buffer, tuple[str, int]] = {}
         self.consts: dict[str, str] = {}
 
@@ -345,9 +348,25 @@ class ExprWriter:
         return f"({text})" if parent > _NOT_PREC else text
 
     def expr_Select(self, e: E.Select, parent: int) -> str:
-        # lazy: only the taken branch runs (a padded load outside its buffer sits in the other),
-        # so loads in the branches are never shared: a shared load runs before the statement
-        return f"({self.lazy(e.true_value)} if {self.expr(e.cond)} else {self.lazy(e.false_value)})"
+        # only the taken branch runs (a padded load outside its buffer sits in the other), and a
+        # shared load runs before the statement: a branch's loads are shared only when every one
+        # is in bounds whatever the condition (a window over a rolling buffer with its halo)
+        true, false = (self.expr(b) if self.in_bounds(b) else self.lazy(b) for b in (e.true_value, e.false_value))
+        return f"({true} if {self.expr(e.cond)} else {false})"
+
+    def in_bounds(self, e: E.Expr) -> bool:
+        """Whether every load in ``e`` reads inside its buffer for every value of the enclosing
+        loops (:attr:`ranges`; an unrolled loop's variable is its value)."""
+        for load in ir.collect(e, E.BufferLoad):
+            try:
+                shape = load.buffer.const_shape()
+            except ValueError:
+                return False
+            for index, dim in zip(load.indices, shape):
+                span = eval_interval(self._substituted(index) if self.values else index, self.ranges)
+                if span.lo is None or span.hi is None or span.lo < 0 or span.hi >= dim:
+                    return False
+        return True
 
     def expr_Cast(self, e: E.Cast, parent: int) -> str:
         value = self.expr(e.value)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from math import prod
 
 from .. import ir
+from ..analysis import Interval, eval_interval
 from ..errors import CodegenError
 from ..ir import expr as E
 from .exprgen import ExprWriter, Names, py_ident
@@ -202,9 +203,17 @@ class _Generator:
             bounds = f"{self.exprs.expr(s.min)}, {self.exprs.expr(E.Add(s.min, s.extent))}"
         self.emit(depth, f"for {self.names.var(s.loop_var)} in {_RANGE[s.kind]}({bounds}):")
         self.exprs.scope.add(s.loop_var)
+        self.exprs.ranges[s.loop_var] = self._loop_range(s)
         self.stmt(s.body, depth + 1)
         self.exprs.scope.discard(s.loop_var)
+        del self.exprs.ranges[s.loop_var]
         self.exprs.straight_line(False)
+
+    def _loop_range(self, s: ir.For) -> Interval:
+        """The values of ``s``'s variable: ``[min, min + extent - 1]`` over the enclosing loops."""
+        first = eval_interval(s.min, self.exprs.ranges)
+        last = eval_interval(E.Sub(E.Add(s.min, s.extent), E.IntImm(1, s.min.dtype)), self.exprs.ranges)
+        return Interval(first.lo, last.hi)
 
     def _tree_reduction(self, loops: list[ir.For], store: ir.BufferStore, op: str, term: E.Expr, depth: int) -> None:
         """``acc = op(acc, term)`` over fully unrolled ``loops`` as one tree of the terms.

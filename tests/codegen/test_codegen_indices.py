@@ -228,6 +228,28 @@ def test_loads_in_a_select_branch_are_not_shared():
     assert "ld" not in "\n".join(lines)
 
 
+def test_loads_in_a_select_branch_are_shared_when_in_bounds_for_every_loop_value():
+    # A has a halo row: A[i + 1 - k, j] with i in 0..1 and k in 0..1 reads rows 0..2 of 3, always in
+    # bounds, so the load runs before the statement whatever the guard (the rolling-buffer window)
+    a, b = ir.decl_buffer("A", (3, 4)), ir.decl_buffer("B", (2, 4))
+    val = ir.select(I - K >= 0, a[I + 1 - K, J], 0.0)
+    body = _loop(K, 2, ir.BufferStore(b, b[I, J] + val, (I, J)), "unroll")
+    lines = _lines(generate_source(ir.Func("f", (a, b), _loop(I, 2, _loop(J, 4, body)))).text)
+    assert lines[-3:] == [
+        "ld = A[np.uintp(i + 1), j]",
+        "ld_1 = A[i, j]",
+        "B[i, j] = (B[i, j] + ((ld if i >= 0 else _c0) + (ld_1 if i - 1 >= 0 else _c0)))",
+    ]
+    # one more row of i: the load at k = 0 reads row 3, outside A, and stays in its branch
+    b3 = ir.decl_buffer("B", (3, 4))
+    body3 = _loop(K, 2, ir.BufferStore(b3, b3[I, J] + val, (I, J)), "unroll")
+    lines = _lines(generate_source(ir.Func("f", (a, b3), _loop(I, 3, _loop(J, 4, body3)))).text)
+    assert lines[-2:] == [
+        "ld = A[i, j]",
+        "B[i, j] = (B[i, j] + ((A[np.uintp(i + 1), j] if i >= 0 else _c0) + (ld if i - 1 >= 0 else _c0)))",
+    ]
+
+
 def test_loads_on_the_right_of_and_or_are_not_shared_but_on_the_left_are():
     o = ir.decl_buffer("O", (2,), "bool")
     cond = ir.And(A[K] > 0.0, A[K + 1] > 0.0)
