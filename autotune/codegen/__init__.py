@@ -8,7 +8,8 @@ to the kernel cache and compiles it once per process.
 from __future__ import annotations
 
 from .build import Kernel, build, clear_memory_cache
-from .source import UNROLL_LIMIT, KernelSource, ParamArg, StorageArg, generate_source
+from .signature import KernelSource, ParamArg, StorageArg
+from .source import UNROLL_LIMIT, generate_source
 from .target import configure_numba_env
 
 __all__ = [

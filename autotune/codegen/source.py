@@ -20,7 +20,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from math import prod
 
 from .. import ir
@@ -28,11 +27,10 @@ from ..analysis import Interval, eval_interval
 from ..errors import CodegenError
 from ..ir import expr as E
 from .exprgen import ExprWriter, Names, py_ident
+from .signature import KernelSource, ParamArg, StorageArg
+from .trees import TREE_PREC, UNROLL_LIMIT, balanced, combine, unrolled_reduction
 
-__all__ = ["KernelSource", "ParamArg", "StorageArg", "generate_source", "kernel_decorator"]
-
-UNROLL_LIMIT = 64
-"""An ``unroll`` loop with a constant extent up to this becomes straight-line copies."""
+__all__ = ["UNROLL_LIMIT", "KernelSource", "ParamArg", "StorageArg", "generate_source", "kernel_decorator"]
 
 REGISTER_LIMIT = 1024
 """The most elements a ``local`` allocation may have: past the register file, spills cost more than memory."""
@@ -49,69 +47,6 @@ def kernel_decorator() -> str:
     Every kernel is ``parallel=True``, serial ones too (see :func:`generate_source`)."""
     flags = "{" + ", ".join(f'"{f}"' for f in FASTMATH_FLAGS) + "}"
     return f'@numba.njit(cache=True, fastmath={flags}, nogil=True, error_model="numpy", parallel=True)'
-
-
-@dataclass(frozen=True, slots=True)
-class ParamArg:
-    """A kernel argument for a function parameter: a numpy array of ``shape`` and ``dtype``."""
-
-    arg: str
-    buffer: str
-    shape: tuple[int, ...]
-    dtype: str
-
-
-@dataclass(frozen=True, slots=True)
-class StorageArg:
-    """A kernel argument for one ``Allocate``: a 1-d array, or a tuple of ``banks`` 1-d arrays.
-
-    ``name`` is the allocation's name (its data variable's name without ``_data``),
-    which the memory plan uses; ``annotations`` are the ``Allocate``'s (``pool`` and
-    ``offset`` after planning).
-    """
-
-    arg: str
-    name: str
-    dtype: str
-    extents: tuple[int, ...]
-    annotations: ir.Annotations = ()
-
-    @property
-    def banked(self) -> bool:
-        """Whether the storage is N-d: a tuple of 1-d arrays rather than one array."""
-        return len(self.extents) > 1
-
-    @property
-    def banks(self) -> int:
-        """How many 1-d arrays back the storage (1 unless banked)."""
-        return prod(self.extents[:-1])
-
-    @property
-    def bank_elems(self) -> int:
-        """Elements of each 1-d array."""
-        return self.extents[-1]
-
-    @property
-    def nbytes(self) -> int:
-        return prod(self.extents) * ir.dtype_bytes(self.dtype)
-
-
-@dataclass(frozen=True, slots=True)
-class KernelSource:
-    """The text of a kernel module and what its caller must hand the kernel."""
-
-    name: str
-    text: str
-    params: tuple[ParamArg, ...]
-    storage: tuple[StorageArg, ...]
-    parallel: bool
-    """Whether the schedule has a parallel loop (the kernel runs on the thread pool); a serial
-    kernel runs on one thread, as a one-iteration ``prange`` all the same."""
-    vectorizer: str = "loop"
-
-    @property
-    def arg_names(self) -> tuple[str, ...]:
-        return tuple(p.arg for p in self.params) + tuple(s.arg for s in self.storage)
 
 
 _RANGE = {
@@ -180,7 +115,7 @@ class _Generator:
     def stmt_For(self, s: ir.For, depth: int) -> None:
         lo, ext = E.as_int(s.min), E.as_int(s.extent)
         if s.kind == ir.ForKind.UNROLLED and lo is not None and ext is not None and ext <= UNROLL_LIMIT:
-            reduction = _unrolled_reduction(s)
+            reduction = unrolled_reduction(s)
             with self._straight_line(s):
                 if reduction is not None:
                     self._tree_reduction(*reduction, depth)
@@ -232,12 +167,12 @@ class _Generator:
         target = self.exprs.access(store.buffer, store.indices)
         for line in self.exprs.take_pending():
             self.emit(depth, line)
-        self.emit(depth, f"{target} = {_combine(op, target, text)}")
+        self.emit(depth, f"{target} = {combine(op, target, text)}")
 
     def _tree(self, loops: list[ir.For], op: str, term: E.Expr) -> str:
         """The terms over ``loops`` (outermost first), the innermost loop's combined first.
 
-        Each loop's values combine pairwise (:func:`_balanced`); a partial result
+        Each loop's values combine pairwise (:func:`~autotune.codegen.trees.balanced`); a partial result
         over the inner loops is shared in the straight-line region (``ExprWriter.share``).
         With the window's rows innermost, ``max`` over a column of a 3x3 window is
         one local, which the unrolled copies for the next two output columns reuse.
@@ -249,12 +184,12 @@ class _Generator:
         for value in range(lo, lo + ext):
             self.exprs.bind(first.loop_var, value)
             if not inner:
-                parts.append(self.exprs.expr(term, _TREE_PREC[op]))
+                parts.append(self.exprs.expr(term, TREE_PREC[op]))
             elif size == 1 or ext == 1:  # a partial of one term, or the whole tree: nothing to share
                 parts.append(self._tree(inner, op, term))
             else:
                 parts.append(self.exprs.share(term, self._tree(inner, op, term)))
-        return _balanced(op, parts)
+        return balanced(op, parts)
 
     @contextmanager
     def _straight_line(self, nest: ir.For) -> Iterator[None]:
@@ -368,54 +303,6 @@ class _Generator:
             self.emit(depth, f"{name} = {_reshape(src, shape, pshape[0])}")
         else:
             self.emit(depth, f"{name} = {_reshape(src + '.reshape(-1)', shape, prod(pshape))}")
-
-
-_TREE_OPS: dict[type, str] = {E.Max: "max", E.Min: "min", E.Add: "+"}
-_TREE_PREC = {"max": 0, "min": 0, "+": 6}
-"""Operand precedence inside the tree: ``+`` operands bind tighter than ``+`` (see exprgen's _PREC)."""
-
-
-def _unrolled_reduction(s: ir.For) -> tuple[list[ir.For], ir.BufferStore, str, E.Expr] | None:
-    """``(loops, store, op, term)`` when ``s`` heads a nest of unrolled constant loops, at most
-    :data:`UNROLL_LIMIT` iterations in all, around one ``acc = op(acc, term)`` store: ``op``
-    is max, min or +, ``acc`` is one element whatever the loops' values, and ``term`` does not
-    read ``acc``'s buffer. Anything else is None (the loops unroll statement by statement)."""
-    loops: list[ir.For] = []
-    body: ir.Stmt = s
-    while isinstance(body, ir.For) and body.kind == ir.ForKind.UNROLLED:
-        if E.as_int(body.min) is None or E.as_int(body.extent) is None:
-            return None
-        loops.append(body)
-        body = body.body
-    if not isinstance(body, ir.BufferStore) or prod(E.as_int(f.extent) or 0 for f in loops) > UNROLL_LIMIT:
-        return None
-    op = _TREE_OPS.get(type(body.value))
-    if op is None:
-        return None
-    value = body.value
-    assert isinstance(value, E.BinaryOp)
-    acc = E.BufferLoad(body.buffer, body.indices)
-    term = value.b if value.a == acc else value.a if value.b == acc else None
-    loop_vars = {f.loop_var for f in loops}
-    if (
-        term is None
-        or any(load.buffer.data is body.buffer.data for load in ir.collect(term, E.BufferLoad))
-        or any(loop_vars & ir.free_vars(i) for i in body.indices)
-    ):
-        return None
-    return loops, body, op, term
-
-
-def _balanced(op: str, terms: list[str]) -> str:
-    """The terms combined pairwise, level by level: ``op(op(t0, t1), op(t2, t3))``."""
-    while len(terms) > 1:
-        paired = [_combine(op, a, b) for a, b in zip(terms[0::2], terms[1::2])]
-        terms = paired + terms[len(paired) * 2 :]
-    return terms[0]
-
-
-def _combine(op: str, a: str, b: str) -> str:
-    return f"({a} + {b})" if op == "+" else f"{op}({a}, {b})"
 
 
 def _const_shape(buf: ir.Buffer) -> tuple[int, ...]:

@@ -24,7 +24,7 @@ from .. import ir
 from ..errors import CodegenError
 from ..memory import MemoryPlan, Placement
 from ..workloads.arrays import aligned_empty
-from .source import StorageArg
+from .signature import StorageArg
 
 __all__ = ["Storage", "StorageArray", "allocate_storage", "placements_of"]
 
