@@ -74,7 +74,7 @@ def _load_dispatcher(source: KernelSource, key: str, path: Path) -> Any:
     with _LOCK:
         if key in _DISPATCHERS:
             return _DISPATCHERS[key]
-        _numba()
+        numba = _numba()
         modname = f"autotune_kernel_{key[:16]}"
         module = sys.modules.get(modname)
         if module is None:
@@ -84,7 +84,8 @@ def _load_dispatcher(source: KernelSource, key: str, path: Path) -> Any:
             module = importlib.util.module_from_spec(spec)
             sys.modules[modname] = module  # before exec: numba's cache locates the module by name
             try:
-                spec.loader.exec_module(module)
+                with _vectorizer(numba, source.outlined_vectorizer or "loop"):
+                    spec.loader.exec_module(module)
             except Exception as exc:
                 del sys.modules[modname]
                 raise CodegenError(f"codegen: kernel module {path} failed to import: {exc}") from exc

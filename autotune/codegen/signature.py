@@ -67,6 +67,10 @@ class KernelSource:
     """Whether the schedule has a parallel loop (the kernel runs on the thread pool); a serial
     kernel runs on one thread, as a one-iteration ``prange`` all the same."""
     vectorizer: str = "loop"
+    outlined: tuple[str, ...] = ()
+    """The functions of nests outlined with the other vectoriser (:mod:`~autotune.codegen.outline`)."""
+    outlined_vectorizer: str | None = None
+    """Their vectoriser: numba compiles them when the module is imported, which must happen with it set."""
 
     @property
     def arg_names(self) -> tuple[str, ...]:

@@ -27,6 +27,7 @@ from ..analysis import Interval, eval_interval
 from ..errors import CodegenError
 from ..ir import expr as E
 from .exprgen import ExprWriter, Names, py_ident
+from .outline import Outlined, outlined_args
 from .signature import KernelSource, ParamArg, StorageArg
 from .trees import TREE_PREC, UNROLL_LIMIT, balanced, combine, unrolled_reduction
 
@@ -41,11 +42,19 @@ because kernels use ``-inf`` as the max-pool identity and padding value, and the
 checker fills outputs with NaN."""
 
 
-def kernel_decorator() -> str:
+VECTORIZERS = ("loop", "slp")
+
+
+def kernel_decorator(signature: str | None = None) -> str:
     """The decorator line put on every kernel (part of the source, hence of the cache key).
 
-    Every kernel is ``parallel=True``, serial ones too (see :func:`generate_source`)."""
+    Every kernel is ``parallel=True``, serial ones too (see :func:`generate_source`).
+    With ``signature``, the decorator of an outlined nest (:mod:`~autotune.codegen.outline`):
+    compiled for that signature when its module is imported, and not parallel (it runs
+    on the calling thread)."""
     flags = "{" + ", ".join(f'"{f}"' for f in FASTMATH_FLAGS) + "}"
+    if signature is not None:
+        return f'@numba.njit("{signature}", cache=True, fastmath={flags}, nogil=True, error_model="numpy")'
     return f'@numba.njit(cache=True, fastmath={flags}, nogil=True, error_model="numpy", parallel=True)'
 
 
@@ -60,8 +69,13 @@ _RANGE = {
 class _Generator:
     """Walks a lowered function once and emits the kernel body."""
 
-    def __init__(self, func: ir.Func, kernel_name: str) -> None:
+    def __init__(self, func: ir.Func, kernel_name: str, vectorizer: str) -> None:
         self.func = func
+        self.kernel = kernel_name
+        self.vectorizer = vectorizer
+        self.outlined: list[Outlined] = []
+        self.outlining: str | None = None
+        """The vectoriser of the nest being outlined, while its function is written."""
         self.names = Names(reserved={kernel_name})
         self.exprs = ExprWriter(self.names)
         self.lines: list[str] = []
@@ -113,6 +127,10 @@ class _Generator:
         self.exprs.straight_line(cse is not None, written)
 
     def stmt_For(self, s: ir.For, depth: int) -> None:
+        mode = ir.ann_get(s.annotations, ir.VECTORIZER_ATTR)
+        if mode is not None and mode != (self.outlining or self.vectorizer):
+            self._outline(s, str(mode), depth)
+            return
         lo, ext = E.as_int(s.min), E.as_int(s.extent)
         if s.kind == ir.ForKind.UNROLLED and lo is not None and ext is not None and ext <= UNROLL_LIMIT:
             reduction = unrolled_reduction(s)
@@ -143,6 +161,21 @@ class _Generator:
         self.exprs.scope.discard(s.loop_var)
         del self.exprs.ranges[s.loop_var]
         self.exprs.straight_line(False)
+
+    def _outline(self, s: ir.For, mode: str, depth: int) -> None:
+        """``s`` as a call of a function of its own, compiled with vectoriser ``mode`` (see :mod:`.outline`)."""
+        loop = s.loop_var.name
+        if mode not in VECTORIZERS:
+            raise CodegenError(f"codegen: unknown vectorizer {mode!r} on loop '{loop}' (annotation {ir.VECTORIZER_ATTR})")
+        if self.outlining is not None:
+            raise CodegenError(f"codegen: loop '{loop}' asks for vectorizer {mode!r} inside a nest outlined as {self.outlining!r}")
+        args, types = outlined_args(s, self.exprs, self.names)
+        name = self.names.fresh(f"{self.kernel}_{self.names.var(s.loop_var)}")
+        outer, self.lines, self.outlining = self.lines, [], mode
+        self.stmt(s, 1)
+        body, self.lines, self.outlining = self.lines, outer, None
+        self.outlined.append(Outlined(name, mode, tuple(args), f"void({', '.join(types)})", tuple(body)))
+        self.emit(depth, f"{name}({', '.join(args)})")
 
     def _loop_range(self, s: ir.For) -> Interval:
         """The values of ``s``'s variable: ``[min, min + extent - 1]`` over the enclosing loops."""
@@ -333,7 +366,10 @@ def generate_source(func: ir.Func, name: str | None = None) -> KernelSource:
     generator cannot express (a symbolic allocation, a block, an unknown intrinsic).
     """
     kernel = py_ident(name or func.name)
-    gen = _Generator(func, kernel)
+    vectorizer = str(ir.ann_get(func.attrs, ir.VECTORIZER_ATTR, "loop"))
+    if vectorizer not in VECTORIZERS:
+        raise CodegenError(f"codegen: unknown vectorizer {vectorizer!r} (attribute {ir.VECTORIZER_ATTR})")
+    gen = _Generator(func, kernel, vectorizer)
     once = gen.names.fresh("once")
     gen.stmt(func.body, 1)
     if not gen.parallel:
@@ -341,13 +377,11 @@ def generate_source(func: ir.Func, name: str | None = None) -> KernelSource:
     params = tuple(ParamArg(gen.names.buffer(b), b.name, _const_shape(b), b.dtype) for b in func.params)
     storage = tuple(gen.storage.values())
     args = ", ".join([p.arg for p in params] + [s.arg for s in storage])
-    vectorizer = str(ir.ann_get(func.attrs, ir.VECTORIZER_ATTR, "loop"))
-    if vectorizer not in ("loop", "slp"):
-        raise CodegenError(f"codegen: unknown vectorizer {vectorizer!r} (attribute {ir.VECTORIZER_ATTR})")
     lines = [
         f"# autotune kernel for function {func.name}",
         "# generated by autotune.codegen from the lowered IR; do not edit",
         *(["# vectorizer: slp (compiled with LLVM's loop vectorizer off and SLP on)"] if vectorizer == "slp" else []),
+        *(f"# outlined: {o.name} (vectorizer: {o.vectorizer})" for o in gen.outlined),
         "import numba",
         "import numpy as np",
         "",
@@ -355,10 +389,14 @@ def generate_source(func: ir.Func, name: str | None = None) -> KernelSource:
     consts = gen.exprs.constants()
     if consts:
         lines += [f"{c} = {v}" for c, v in consts] + [""]
+    for o in gen.outlined:
+        lines += ["", kernel_decorator(o.signature), f"def {o.name}({', '.join(o.params)}):", *o.lines, ""]
     lines += ["", kernel_decorator(), f"def {kernel}({args}):"]
     lines += [f"    # {_arg_doc(p)}" for p in params] + [f"    # {_storage_doc(s)}" for s in storage]
     lines += gen.lines
-    return KernelSource(kernel, "\n".join(lines) + "\n", params, storage, gen.parallel, vectorizer)
+    outlined = tuple(o.name for o in gen.outlined)
+    mode = gen.outlined[0].vectorizer if gen.outlined else None
+    return KernelSource(kernel, "\n".join(lines) + "\n", params, storage, gen.parallel, vectorizer, outlined, mode)
 
 
 def _on_one_thread(body: list[str], once: str) -> list[str]:

@@ -130,7 +130,8 @@ class Block(Stmt):
 
 
 VECTORIZER_ATTR = "autotune.vectorizer"
-"""Function attribute: ``loop`` (default) or ``slp``, how LLVM vectorises the kernel (``set_vectorizer``)."""
+"""Function or loop attribute: ``loop`` (default) or ``slp``, how LLVM vectorises the kernel, or the
+loop's nest, which the code generator then outlines into a function of its own (``set_vectorizer``)."""
 
 
 @dataclass(frozen=True, slots=True)

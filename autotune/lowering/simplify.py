@@ -33,7 +33,11 @@ class _FuncSimplifier(Simplifier):
         if n is not None and n <= 0:
             return NOTHING
         if n == 1:
-            return self.visit(ir.substitute(s.body, {s.loop_var: lo}))  # type: ignore[no-any-return]
+            body = self.visit(ir.substitute(s.body, {s.loop_var: lo}))
+            if ir.ann_get(s.annotations, ir.VECTORIZER_ATTR) is None or _is_nothing(body):
+                return body  # type: ignore[no-any-return]
+            # it carries a vectoriser, so its nest is outlined: the loop stays, its variable goes
+            return replace(s, min=lo, extent=extent, body=body)
         with self.an.scoped():
             self.an.bind(s.loop_var, ir.Range(lo, extent))
             body = self.visit(s.body)

@@ -150,9 +150,9 @@ class Schedule:
     def set_scope(self, block: str, buffer: str, scope: str) -> Schedule:
         return self.apply("set_scope", block=block, buffer=buffer, scope=scope)
 
-    def set_vectorizer(self, mode: str) -> Schedule:
-        """``loop`` (default) or ``slp``: how LLVM vectorises this kernel (see the primitive)."""
-        return self.apply("set_vectorizer", mode=mode)
+    def set_vectorizer(self, mode: str, loop: str | None = None) -> Schedule:
+        """``loop`` (default) or ``slp``: how LLVM vectorises this kernel, or the nest of ``loop`` (see the primitive)."""
+        return self.apply("set_vectorizer", mode=mode, loop=loop)
 
     # ---- helpers -----------------------------------------------------------
     def _iter_vars(self, block: str, primitive: str) -> list[ir.Var]:

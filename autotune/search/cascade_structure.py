@@ -52,6 +52,8 @@ class Cascade:
     """Cascade stages whose reduction loops are constant and at most UNROLL_LIMIT iterations in all."""
     jammable: tuple[str, ...] = ()
     """Unrollable stages with a spatial loop that a window slides along (:func:`_jam_plan`)."""
+    tileable: tuple[tuple[str, int], ...] = ()
+    """``(stage, channels)``: stages with a register tile (:func:`_tile_plan`) and its channel extent."""
 
 
 def _written(block: ir.Block) -> ir.Buffer | None:
@@ -213,6 +215,11 @@ def _describe(
             and _reduction_loops(func, b) is not None
             and _jam_plan(func, b, row_dims[i]) is not None
         ),
+        tileable=tuple(
+            (b.name, plan.channels)
+            for i, b in enumerate(stages)
+            if b.name in (*movable, last.name) and (plan := _tile_plan(func, b, row_dims[i])) is not None
+        ),
     )
 
 
@@ -258,6 +265,54 @@ def _jam_plan(func: ir.Func, block: ir.Block, row_dim: int) -> _JamPlan | None:
             tuple(r.loop_var.name for r in reductions if r not in sliding),
         )
     return None
+
+
+@dataclass(frozen=True)
+class _TilePlan:
+    """How to register-tile a stage: its column and channel loops, their extents, its reduction loops."""
+
+    column: str
+    channel: str
+    columns: int
+    channels: int
+    reductions: tuple[str, ...]
+
+
+def _tile_plan(func: ir.Func, block: ir.Block, row_dim: int) -> _TilePlan | None:
+    """The register tile of ``block``: a contraction (a 1x1 convolution, a dense layer) whose two
+    innermost spatial loops - columns, then channels - sit right above its reduction loops, whose
+    output is contiguous along the channels (the last index of its store is the channel variable),
+    and whose reductions slide along no spatial loop (no load index mixes a reduction variable with
+    a column or channel variable: that is a window, which ``jam`` serves). None otherwise."""
+    reduce = _reduce_vars(block)
+    row_var = _dim_var(block, row_dim)
+    loops = loops_of(func, block)
+    reductions = [f for f in loops if _binds(block, f, reduce)]
+    if not reductions or loops.index(reductions[0]) != len(loops) - len(reductions):
+        return None
+    spatial = loops[: len(loops) - len(reductions)]
+    if len(spatial) < 2 or any(ir.as_int(f.extent) is None or ir.as_int(f.min) != 0 for f in spatial[-2:]):
+        return None
+    column, channel = spatial[-2], spatial[-1]
+    bound = [set(_bound_vars(block, f)) for f in (column, channel)]
+    if any((ir.as_int(f.extent) or 1) < 2 for f in (column, channel)) or row_var in bound[0] | bound[1]:
+        return None
+    buf = _written(block)
+    store = next((s for s in ir.collect(block.body, ir.BufferStore) if s.buffer is buf), None)
+    if store is None or not store.indices or store.indices[-1] not in bound[1]:
+        return None
+    for load in ir.collect(block.body, ir.BufferLoad):
+        for index in load.indices:
+            used = ir.free_vars(index)
+            if used & reduce and used & (bound[0] | bound[1]):
+                return None
+    return _TilePlan(
+        column.loop_var.name,
+        channel.loop_var.name,
+        ir.as_int(column.extent) or 1,
+        ir.as_int(channel.extent) or 1,
+        tuple(f.loop_var.name for f in reductions),
+    )
 
 
 def _fusable_pair(func: ir.Func, block: ir.Block, row_dim: int) -> tuple[str, str] | None:

@@ -26,7 +26,17 @@ from stage to stage; a global pool does not, so ``tiny_cnn`` cascades up to
                     result (a 3x3 max over 4 columns: 18 loads and 20 max instead of 36 and 32).
                     Conditional: only with unroll_<stage> and without fuse_<stage> (the tuner samples
                     it only then; elsewhere it changes nothing)
-    vectorize       mark the innermost non-reduction loop of the last stage (the fused one if fused)
+    regtile_<stage> 0 | 1 | 2 | 4 | 8: a register tile of that many output columns (at most: the
+                    largest divisor of the column loop) by all the stage's channels, for a contraction
+                    (a 1x1 convolution: :func:`~autotune.search.cascade_structure._tile_plan`). The
+                    reduction loops go above the unrolled columns and channels, the accumulators live
+                    in registers over the whole reduction, and the nest is outlined and compiled with
+                    the SLP vectoriser (``set_vectorizer(loop=...)``), while the rest of the kernel
+                    keeps the loop vectoriser (bottleneck's project stage: see issue 7's note).
+                    Offered up to REGISTER_TILE accumulators; conditional: only without unroll_<stage>
+                    and fuse_<stage>
+    vectorize       mark the innermost non-reduction loop of the last stage (the fused one if fused);
+                    conditional: only when the last stage has no register tile
 
 ``parallel: outer`` splits the row loop as ``[2, None, tile_rows]`` before any
 stage moves, so each half has its own tile loop and rolling windows.
@@ -40,7 +50,15 @@ from typing import Any
 from .. import ir
 from ..errors import ScheduleError
 from ..schedule import Schedule
-from .cascade_structure import Cascade, _block, _fusable_pair, _jam_plan, _reduction_loops, analyze_cascade
+from .cascade_structure import (
+    Cascade,
+    _block,
+    _fusable_pair,
+    _jam_plan,
+    _reduction_loops,
+    _tile_plan,
+    analyze_cascade,
+)
 from .space_family import Domain, Family, choice_domain, divisors, int_domain
 
 __all__ = ["Cascade", "CascadeFamily", "analyze_cascade"]
@@ -64,6 +82,29 @@ def _jam(sch: Schedule, stage: str, row_dim: int, columns: int) -> Schedule:
     return sch.unroll(col_inner)
 
 
+REGISTER_TILE = 512
+"""The most accumulators (columns x channels) a ``regtile_<stage>`` choice may hold: 32 zmm registers
+hold 512 float32, and LLVM spills past them."""
+
+
+def _register_tile(sch: Schedule, stage: str, row_dim: int, columns: int) -> Schedule:
+    """``columns`` output columns (at most: the largest divisor of the column loop) by every channel of
+    ``stage`` accumulated in registers over its reduction loops, the nest compiled with SLP."""
+    plan = _tile_plan(sch.func, _block(sch.func, stage), row_dim)
+    if plan is None:
+        raise ScheduleError("regtile", f"stage '{stage}' is not a contraction over columns and channels")
+    factor = max(d for d in divisors(plan.columns) if d <= columns)
+    outer, tile = plan.column, [plan.channel]
+    if factor > 1:
+        sch = sch.split(plan.column, [None, factor])
+        outer, inner = sch.last
+        tile.insert(0, inner)
+    sch = sch.reorder(outer, *plan.reductions, *tile)
+    for loop in tile:
+        sch = sch.unroll(loop)
+    return sch.set_vectorizer("slp", loop=outer)
+
+
 def tile_choices(rows: int, cap: int) -> list[int]:
     """Divisors of ``rows`` and powers of two, both up to ``min(rows, cap)``."""
     top = min(rows, cap)
@@ -75,7 +116,7 @@ class CascadeFamily(Family):
     """Tile a chain over the rows of its last stage (see the module docstring)."""
 
     name = "cascade"
-    patterns = ("at_*", "mode_*", "pool_*", "fuse_*", "unroll_*", "jam_*")
+    patterns = ("at_*", "mode_*", "pool_*", "fuse_*", "unroll_*", "jam_*", "regtile_*")
     max_tile = 32
 
     def domains(self, func: ir.Func, pools: Sequence[str], max_tile: int) -> tuple[Domain, ...]:
@@ -101,8 +142,13 @@ class CascadeFamily(Family):
             )
             for s in c.jammable
         ]
+        for s, channels in c.tileable:
+            tiles = tuple(t for t in (1, 2, 4, 8) if t * channels <= REGISTER_TILE)
+            plain = (*((f"unroll_{s}", (False,)),) * (s in c.unrollable), *((f"fuse_{s}", (False,)),) * (s in c.fusable))
+            out.append(choice_domain(f"regtile_{s}", (0, *tiles), plain))
         out.append(choice_domain("parallel", ("none", "outer") if c.rows > 1 else ("none",)))
-        out.append(choice_domain("vectorize", (False, True)))
+        last_tiled = ((f"regtile_{c.last}", (0,)),) if c.last in dict(c.tileable) else ()
+        out.append(choice_domain("vectorize", (False, True), last_tiled))
         return tuple(out)
 
     def apply(self, func: ir.Func, values: Mapping[str, Any]) -> Schedule:
@@ -144,9 +190,12 @@ class CascadeFamily(Family):
                     sch = _jam(sch, stage, dict(c.row_dims)[stage], values.get(f"jam_{stage}", 1))
                 for loop in _reduction_loops(sch.func, _block(sch.func, stage)) or ():
                     sch = sch.unroll(loop)
+        for stage, _ in c.tileable:
+            if values.get(f"regtile_{stage}", 0):
+                sch = _register_tile(sch, stage, dict(c.row_dims)[stage], values[f"regtile_{stage}"])
         if len(outer) == 2:
             sch = sch.parallel(outer[0])
-        if values["vectorize"]:
+        if values["vectorize"] and not values.get(f"regtile_{c.last}", 0):
             sch = sch.vectorize(vector_loop)
         for block, buffer in c.buffers:
             if f"pool_{block}" in values:

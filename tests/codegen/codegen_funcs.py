@@ -4,6 +4,7 @@ Built with ``autotune.te`` and lowered with ``lower_blocks`` (the full lowering
 pipeline is tested elsewhere); ``banked`` is written as lowered IR by hand: an
 allocation with an axis separator, ``[2, 16]`` (two banks).
 ``register_tiled`` is a schedule instead: the register-tiled matmul, for the full pipeline.
+``avx2`` skips a test on a host without AVX2/FMA; ``fresh_asm`` compiles a kernel anew and returns its assembly.
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import pytest
 from numpy.lib.stride_tricks import sliding_window_view
 
 from autotune import ir, te
+from autotune.codegen import Kernel
 from autotune.lowering.blocks import lower_blocks
 from autotune.schedule import Schedule
 
@@ -135,11 +138,37 @@ def banked(n: int = 32) -> tuple[ir.Func, Reference]:
     return func, reference
 
 
-def register_tiled(func: ir.Func, unroll: bool = True) -> Schedule:
-    """C in 4x8 tiles: for io, jo: acc[4, 8] = 0; for k: acc += A[i, k] * B[k, j]; C[tile] = acc."""
+def register_tiled(func: ir.Func, unroll: bool = True, outline: str | None = None) -> Schedule:
+    """C in 4x8 tiles: for io, jo: acc[4, 8] = 0; for k: acc += A[i, k] * B[k, j]; C[tile] = acc.
+
+    Compiled with SLP: the whole kernel, or with ``outline`` (a loop name) that loop's nest only."""
     sch = Schedule(func).split("i", [None, 4], names=["io", "ii"]).split("j", [None, 8], names=["jo", "ji"])
     sch = sch.reorder("io", "jo", "k", "ii", "ji").cache_write("matmul", 0, "local")
     sch = sch.reverse_compute_at("matmul_local", "jo")
     if unroll:
         sch = sch.unroll("ii").unroll("ji").unroll("ax0").unroll("ax1")
-    return sch.set_vectorizer("slp")
+    return sch.set_vectorizer("slp", loop=outline)
+
+
+def _host_has_avx2_fma() -> bool:
+    import llvmlite.binding as llvm
+
+    features = str(llvm.get_host_cpu_features().flatten()).split(",")
+    return "+avx2" in features and "+fma" in features
+
+
+avx2 = pytest.mark.skipif(not _host_has_avx2_fma(), reason="the host has no AVX2/FMA")
+
+
+def fresh_asm(kernel: Kernel) -> str:
+    """Compile ``kernel`` anew (no disk cache: numba cannot inspect cached code) and return its assembly.
+
+    The kernel's dispatcher is replaced by an uncached copy with the same options, so
+    :meth:`Kernel.compile` (and its vectorizer settings) is what compiles it.
+    """
+    import numba
+
+    options = {k: v for k, v in kernel.dispatcher.targetoptions.items() if k != "nopython"}
+    kernel.dispatcher = numba.njit(**options)(kernel.dispatcher.py_func)
+    kernel.compile()
+    return "\n".join(kernel.dispatcher.inspect_asm().values())

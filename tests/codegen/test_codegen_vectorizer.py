@@ -8,10 +8,10 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from codegen_funcs import register_tiled
+from codegen_funcs import avx2, fresh_asm, register_tiled
 
 from autotune import ir, workloads
-from autotune.codegen import Kernel, build, generate_source
+from autotune.codegen import build, generate_source
 from autotune.errors import CodegenError, ScheduleError
 from autotune.lowering import lower
 from autotune.schedule import Schedule
@@ -69,30 +69,6 @@ def test_unknown_vectorizer_attribute_is_a_codegen_error(mm):
 
 
 # ---- compiling -----------------------------------------------------------------------
-def _host_has_avx2_fma() -> bool:
-    import llvmlite.binding as llvm
-
-    features = str(llvm.get_host_cpu_features().flatten()).split(",")
-    return "+avx2" in features and "+fma" in features
-
-
-avx2 = pytest.mark.skipif(not _host_has_avx2_fma(), reason="the host has no AVX2/FMA")
-
-
-def fresh_asm(kernel: Kernel) -> str:
-    """Compile ``kernel`` anew (no disk cache: numba cannot inspect cached code) and return its assembly.
-
-    The kernel's dispatcher is replaced by an uncached copy with the same options, so
-    :meth:`Kernel.compile` (and its vectorizer settings) is what compiles it.
-    """
-    import numba
-
-    options = {k: v for k, v in kernel.dispatcher.targetoptions.items() if k != "nopython"}
-    kernel.dispatcher = numba.njit(**options)(kernel.dispatcher.py_func)
-    kernel.compile()
-    return "\n".join(kernel.dispatcher.inspect_asm().values())
-
-
 @pytest.mark.slow
 def test_slp_compile_restores_numba_settings(mm):
     import numba

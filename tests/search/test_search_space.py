@@ -360,6 +360,8 @@ def test_narrow_fix_and_globs() -> None:
         "unroll_expand": (True, False),
         "unroll_depthwise": (True, False),
         "jam_depthwise": (1, 2, 4),
+        "regtile_expand": (0, 1, 2, 4, 8),
+        "regtile_project": (0, 1, 2, 4, 8),
         "parallel": ("none", "outer"),
     }
     assert dict(space.fixed) == {

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from ... import ir
 from ...errors import ScheduleError
-from ..tree import allocating_block, get_block, replace_stmt
+from ..tree import allocating_block, get_block, get_loop, replace_stmt
 
 Result = tuple[ir.Func, tuple[str, ...]]
 POOLS_ANNOTATION = "candidate_memory_pools"
@@ -65,17 +65,30 @@ def set_scope(func: ir.Func, block: str, buffer: str, scope: str) -> Result:
 VECTORIZERS = ("loop", "slp")
 
 
-def set_vectorizer(func: ir.Func, mode: str) -> Result:
-    """Choose how LLVM vectorises the kernel: ``loop`` (numba's default) or ``slp``.
+def set_vectorizer(func: ir.Func, mode: str, loop: str | None = None) -> Result:
+    """Choose how LLVM vectorises the kernel, or one loop nest of it: ``loop`` (numba's default) or ``slp``.
 
     ``loop`` vectorises innermost loops and leaves straight-line code scalar
     (numba turns LLVM's SLP vectoriser off). ``slp`` turns the loop vectoriser off
     and SLP on: a register tile (a ``local`` buffer over unrolled loops) becomes
-    vector FMAs on its rows instead of a reduction vectorised along ``k``. The
-    choice holds for the whole kernel; it is a function attribute that the
-    code generator writes into the kernel's source and :func:`autotune.codegen.build`
-    applies while compiling.
+    vector FMAs on its rows instead of a reduction vectorised along ``k``.
+
+    Without ``loop`` the choice holds for the whole kernel: a function attribute
+    that the code generator writes into the kernel's source and
+    :func:`autotune.codegen.build` applies while compiling. With ``loop`` it is an
+    annotation of that loop: the code generator outlines the nest into a function
+    of its own, compiled with its own vectoriser, which the kernel calls. numba
+    chooses the vectoriser per compiled function, and a stage chain may need both
+    (a depthwise window vectorised along its channel loop, the 1x1 convolutions
+    around it as SLP register tiles). An outlined nest runs on the calling thread,
+    so it may not hold a parallel loop.
     """
     if mode not in VECTORIZERS:
         raise ScheduleError("set_vectorizer", f"mode must be one of {', '.join(VECTORIZERS)}, got {mode!r}")
-    return replace(func, attrs=ir.ann_set(func.attrs, ir.VECTORIZER_ATTR, mode)), ()
+    if loop is None:
+        return replace(func, attrs=ir.ann_set(func.attrs, ir.VECTORIZER_ATTR, mode)), ()
+    node = get_loop(func, loop, "set_vectorizer")
+    inner = [f.loop_var.name for f in ir.collect(node, ir.For) if f.kind == ir.ForKind.PARALLEL]
+    if inner:
+        raise ScheduleError("set_vectorizer", f"loop '{loop}' holds the parallel loop '{inner[0]}'; an outlined nest runs on one thread")
+    return replace_stmt(func, node, replace(node, annotations=ir.ann_set(node.annotations, ir.VECTORIZER_ATTR, mode))), ()

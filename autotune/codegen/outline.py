@@ -1,0 +1,95 @@
+"""Outlined loop nests: a nest compiled as a function of its own, with its own vectoriser.
+
+numba compiles a function with one choice of LLVM vectoriser (see
+:func:`autotune.schedule.primitives.memory.set_vectorizer`). A loop annotated
+with a vectoriser other than the kernel's becomes a separate ``numba.njit``
+function in the kernel's module, called where the loop stood::
+
+    for x_0 in range(56):                        project_x_0(depthwise_data, w_project_flat, project_flat, y_0)
+        ... (the nest, SLP register tile)   -->
+                                                 @numba.njit("void(float32[::1], float32[::1], float32[::1], int64)", ...)
+                                                 def project_x_0(depthwise_data, w_project_flat, project_flat, y_0):
+                                                     for x_0 in range(56): ...
+
+Its arguments are the arrays the nest accesses (each a 1-d or N-d C-contiguous
+array, by the name the kernel already gives it) and the enclosing loop variables
+it uses (``int64``). The signature is explicit, so numba compiles the function
+when the module is imported, which :func:`autotune.codegen.build` does with the
+function's vectoriser set; the kernel, compiled later with its own, links the
+compiled function in. What the nest may not do, each a :class:`CodegenError`:
+hold a parallel loop (it runs on the calling thread), access a banked buffer
+(a tuple of arrays), or declare storage of its own other than ``local`` registers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import ir
+from ..errors import CodegenError
+from .exprgen import ExprWriter, Names
+
+__all__ = ["Outlined", "outlined_args"]
+
+
+@dataclass(frozen=True, slots=True)
+class Outlined:
+    """One outlined nest: its function's name, vectoriser, parameters, their numba signature and its body."""
+
+    name: str
+    vectorizer: str
+    params: tuple[str, ...]
+    signature: str
+    lines: tuple[str, ...]
+
+
+def _array_type(buf: ir.Buffer) -> str:
+    ndim = len(buf.shape)
+    return f"{buf.dtype}[{', '.join([':'] * (ndim - 1) + ['::1'])}]"
+
+
+def outlined_args(nest: ir.For, exprs: ExprWriter, names: Names) -> tuple[list[str], list[str]]:
+    """The argument names of the function for ``nest`` and their numba types.
+
+    Arrays first, in order of first access, then the enclosing loop variables the nest uses.
+    """
+    loop = nest.loop_var.name
+    parallel = [f.loop_var.name for f in ir.collect(nest, ir.For) if f.kind == ir.ForKind.PARALLEL]
+    if parallel:
+        raise CodegenError(f"codegen: outlined loop '{loop}' holds the parallel loop '{parallel[0]}'")
+    inner = {a.data for a in ir.collect(nest, ir.Allocate) if ir.ann_get(a.annotations, "scope") == ir.REGISTER_SCOPE}
+    for decl in ir.collect(nest, ir.DeclBuffer):
+        if decl.buffer.data not in inner:
+            raise CodegenError(
+                f"codegen: outlined loop '{loop}' declares buffer {decl.buffer.name}; only local registers may be "
+                "declared inside an outlined nest"
+            )
+    args: list[str] = []
+    types: list[str] = []
+    for access in ir.collect(nest, (ir.BufferLoad, ir.BufferStore)):
+        buf = access.buffer
+        if buf.data in inner:
+            continue
+        if buf in exprs.registers:
+            raise CodegenError(
+                f"codegen: outlined loop '{loop}' uses the local registers {buf.name}, allocated outside it "
+                "(registers cannot be passed to a function)"
+            )
+        if buf not in exprs.decls:
+            raise CodegenError(f"codegen: buffer {buf.name} is used outside its declaration")
+        name, split = exprs.decls[buf]
+        if split:
+            raise CodegenError(f"codegen: outlined loop '{loop}' accesses the banked buffer {buf.name}")
+        if name not in args:
+            args.append(name)
+            types.append(_array_type(buf))
+    bound = {f.loop_var for f in ir.collect(nest, ir.For)}
+    data = {b.data for b in (*exprs.decls, *exprs.registers)} | inner
+    for var in sorted(ir.free_vars(nest) - bound - data, key=names.var):
+        if var in exprs.bound:
+            continue  # an unrolled loop's variable: written as its constant
+        if var not in exprs.scope:
+            raise CodegenError(f"codegen: outlined loop '{loop}' uses {var.name}, which no enclosing loop defines")
+        args.append(names.var(var))
+        types.append("int64")
+    return args, types
