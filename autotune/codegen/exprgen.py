@@ -239,7 +239,10 @@ class ExprWriter:
             if method is not None:
                 return method(e, parent)  # type: ignore[no-any-return]
         if isinstance(e, (E.Min, E.Max)):
-            return f"{e.symbol}({self.expr(e.a)}, {self.expr(e.b)})"
+            text = f"{e.symbol}({self.expr(e.a)}, {self.expr(e.b)})"
+            # a clamp of a load (relu6 applied by the consumer) is computed once per straight-line region,
+            # not once per unrolled copy that reads it: numba's min/max are branches that LLVM does not merge
+            return self.share(e, text, "t") if ir.collect(e, E.BufferLoad) else text
         if isinstance(e, E.BinaryOp):
             return self.binary(e, parent)
         raise CodegenError(f"codegen: cannot generate expression {type(e).__name__}")

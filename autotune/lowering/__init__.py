@@ -12,8 +12,9 @@
   parameters keep their logical shapes, flat aliases are declared inside;
 - ``simplify``: arithmetic simplification of every expression;
 - ``hoist_guards``: reduction inits and tile predicates leave the loops they do not depend on;
-- ``promote_accumulators``: a reduction's output element lives in a register (``local``
-  allocation) across its reduction loops, stored once after them;
+- ``promote_accumulators``: a reduction's output element, or a register tile of them (over
+  unrolled loops below the reduction loops), lives in registers (a ``local`` allocation)
+  across its reduction loops, stored once after them;
 - ``plan_memory``: a pool and an offset for every allocation (``autotune.memory``).
 """
 

@@ -53,7 +53,7 @@ class Cascade:
     jammable: tuple[str, ...] = ()
     """Unrollable stages with a spatial loop that a window slides along (:func:`_jam_plan`)."""
     tileable: tuple[tuple[str, int], ...] = ()
-    """``(stage, channels)``: stages with a register tile (:func:`_tile_plan`) and its channel extent."""
+    """``(stage, block)``: stages with a register tile (:func:`_tile_plan`) and its channels per tile."""
 
 
 def _written(block: ir.Block) -> ir.Buffer | None:
@@ -216,7 +216,7 @@ def _describe(
             and _jam_plan(func, b, row_dims[i]) is not None
         ),
         tileable=tuple(
-            (b.name, plan.channels)
+            (b.name, plan.block)
             for i, b in enumerate(stages)
             if b.name in (*movable, last.name) and (plan := _tile_plan(func, b, row_dims[i])) is not None
         ),
@@ -276,6 +276,11 @@ class _TilePlan:
     columns: int
     channels: int
     reductions: tuple[str, ...]
+
+    @property
+    def block(self) -> int:
+        """Channels per tile: the largest divisor of the channels that codegen unrolls (UNROLL_LIMIT)."""
+        return max(d for d in range(1, min(self.channels, UNROLL_LIMIT) + 1) if self.channels % d == 0)
 
 
 def _tile_plan(func: ir.Func, block: ir.Block, row_dim: int) -> _TilePlan | None:

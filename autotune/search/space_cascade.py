@@ -27,7 +27,8 @@ from stage to stage; a global pool does not, so ``tiny_cnn`` cascades up to
                     Conditional: only with unroll_<stage> and without fuse_<stage> (the tuner samples
                     it only then; elsewhere it changes nothing)
     regtile_<stage> 0 | 1 | 2 | 4 | 8: a register tile of that many output columns (at most: the
-                    largest divisor of the column loop) by all the stage's channels, for a contraction
+                    largest divisor of the column loop) by the stage's channels (a block of them, the
+                    largest divisor up to codegen's UNROLL_LIMIT: 48 of 96), for a contraction
                     (a 1x1 convolution: :func:`~autotune.search.cascade_structure._tile_plan`). The
                     reduction loops go above the unrolled columns and channels, the accumulators live
                     in registers over the whole reduction, and the nest is outlined and compiled with
@@ -88,18 +89,22 @@ hold 512 float32, and LLVM spills past them."""
 
 
 def _register_tile(sch: Schedule, stage: str, row_dim: int, columns: int) -> Schedule:
-    """``columns`` output columns (at most: the largest divisor of the column loop) by every channel of
-    ``stage`` accumulated in registers over its reduction loops, the nest compiled with SLP."""
+    """``columns`` output columns (at most: the largest divisor of the column loop) by a block of
+    channels of ``stage`` (``_TilePlan.block``: all of them when codegen unrolls that many), accumulated
+    in registers over its reduction loops; the nest from the column loop down is compiled with SLP."""
     plan = _tile_plan(sch.func, _block(sch.func, stage), row_dim)
     if plan is None:
         raise ScheduleError("regtile", f"stage '{stage}' is not a contraction over columns and channels")
     factor = max(d for d in divisors(plan.columns) if d <= columns)
-    outer, tile = plan.column, [plan.channel]
+    outer, above, tile = plan.column, [], [plan.channel]
+    if plan.block < plan.channels:
+        sch = sch.split(plan.channel, [None, plan.block])
+        above, tile = [sch.last[0]], [sch.last[1]]
     if factor > 1:
         sch = sch.split(plan.column, [None, factor])
         outer, inner = sch.last
         tile.insert(0, inner)
-    sch = sch.reorder(outer, *plan.reductions, *tile)
+    sch = sch.reorder(outer, *above, *plan.reductions, *tile)
     for loop in tile:
         sch = sch.unroll(loop)
     return sch.set_vectorizer("slp", loop=outer)
@@ -142,8 +147,8 @@ class CascadeFamily(Family):
             )
             for s in c.jammable
         ]
-        for s, channels in c.tileable:
-            tiles = tuple(t for t in (1, 2, 4, 8) if t * channels <= REGISTER_TILE)
+        for s, block in c.tileable:
+            tiles = tuple(t for t in (1, 2, 4, 8) if t * block <= REGISTER_TILE)
             plain = (*((f"unroll_{s}", (False,)),) * (s in c.unrollable), *((f"fuse_{s}", (False,)),) * (s in c.fusable))
             out.append(choice_domain(f"regtile_{s}", (0, *tiles), plain))
         out.append(choice_domain("parallel", ("none", "outer") if c.rows > 1 else ("none",)))

@@ -6,13 +6,19 @@ and the cases it must leave alone (the IR comes back unchanged).
 
 from __future__ import annotations
 
+import re
+
+import numpy as np
 import pytest
 
 from autotune import ir, workloads
-from autotune.lowering import PASSES, lower
+from autotune.codegen import UNROLL_LIMIT, build, generate_source
+from autotune.codegen.source import REGISTER_LIMIT
+from autotune.lowering import PASSES, accumulate, lower
 from autotune.lowering.accumulate import promote_accumulators
 from autotune.lowering.hoist import hoist_guards
 from autotune.memory.lowering import allocations_of, in_registers
+from autotune.schedule import Schedule
 
 
 @pytest.fixture(scope="module")
@@ -236,3 +242,157 @@ def test_hoist_keeps_the_init_when_it_reads_what_the_updates_write():
     func = _tile(body, ((i, 2),))
     func = ir.Func(func.name, (*func.params, y), func.body)
     assert str(hoist_guards(func)) == str(func)
+
+
+# ---- register tiles: a nest of unrolled inits before the reduction ---------------------------
+@pytest.fixture(scope="module")
+def mm_small():
+    return workloads.get("matmul", m=4, n=4, k=8)
+
+
+def tiled(func: ir.Func) -> ir.Func:
+    """Rows in pairs, k above the 2x4 tile of (ii, j), both unrolled."""
+    sch = Schedule(func).split("i", [None, 2], names=["io", "ii"]).reorder("io", "k", "ii", "j")
+    return sch.unroll("ii").unroll("j").func
+
+
+def test_tile_limits_are_codegen_limits():
+    assert accumulate.UNROLL_LIMIT == UNROLL_LIMIT  # a longer loop is not unrolled: non-constant indices
+    assert accumulate.TILE_LIMIT == REGISTER_LIMIT
+
+
+def test_register_tile_golden(mm_small, golden):
+    lowered = lower(tiled(mm_small.func), verify=True)
+    golden("lowering/accumulate_tile", str(lowered.func))
+    [acc] = registers(lowered.func)
+    assert acc.data.name == "matmul_flat_acc_data" and acc.annotations == (("scope", "local"),)
+    assert [ir.as_int(e) for e in acc.extents] == [8]
+    text = str(lowered.func)
+    assert "matmul_flat[io * 8 + ii * 4 + j] = matmul_flat_acc[ii * 4 + j]" in text
+    assert "matmul_flat[io * 8 + ii * 4 + j] + " not in text
+    assert lowered.plan.placements == ()
+
+
+def test_register_tile_is_scalar_accumulators(mm_small):
+    text = generate_source(lower(tiled(mm_small.func)).func).text
+    lines = text.splitlines()
+    assert sorted(set(re.findall(r"\bmatmul_flat_acc_\d+\b", text))) == sorted(f"matmul_flat_acc_{k}" for k in range(8))
+    assert "matmul_flat_acc[" not in text and "matmul_flat_acc_data" not in text
+    # the last accumulator: zeroed with the others, initialised, updated in the k loop, stored once after it
+    init, update, store = (
+        "            matmul_flat_acc_7 = _c0",
+        "                matmul_flat_acc_7 = matmul_flat_acc_7 + ld_5 * ld_4",
+        "            matmul_flat[np.uintp(io * 8 + 7)] = matmul_flat_acc_7",
+    )
+    assert [line for line in lines if "matmul_flat_acc_7" in line][1:] == [init, update, store]
+    assert lines.index(init) < lines.index("            for k in range(8):") < lines.index(update) < lines.index(store)
+
+
+@pytest.mark.slow
+def test_register_tile_numbers(mm_small, run_func):
+    lowered = run_func(mm_small, tiled(mm_small.func))
+    assert len(registers(lowered.func)) == 1
+
+
+# a hand-built tile: for ti, tj: T8[ti * 4 + tj] = 0; for r: for ui, uj: T8[ui * 4 + uj] += A8[r, ui * 4 + uj]
+A8, T8 = ir.decl_buffer("A8", (3, 8)), ir.decl_buffer("T8", (8,))
+TI, TJ, UI, UJ = ir.Var("ti"), ir.Var("tj"), ir.Var("ui"), ir.Var("uj")
+
+
+def _unrolled(loops: tuple[tuple[ir.Var, int], ...], body: ir.Stmt, kind: str = "unroll") -> ir.Stmt:
+    for var, ext in reversed(loops):
+        body = ir.For(var, ir.const(0), ir.const(ext), kind, body)
+    return body
+
+
+def _tile_reduce(update: ir.Stmt, init_index: ir.Expr = TI * 4 + TJ, kind: str = "serial") -> ir.Func:
+    """``for ti, tj (unrolled): T8[init_index] = 0; for r in <kind>(3): update``."""
+    init = _unrolled(((TI, 2), (TJ, 4)), ir.BufferStore(T8, ir.const(0.0), (init_index,)))
+    return ir.Func("f", (A8, T8), ir.seq(init, ir.For(R, ir.const(0), ir.const(3), kind, update)))
+
+
+def _tile_sum(index: ir.Expr = UI * 4 + UJ, guard: ir.Expr | None = None) -> ir.Stmt:
+    """``for ui, uj (unrolled): [if guard:] T8[index] = T8[index] + A8[r, ui * 4 + uj]``."""
+    store: ir.Stmt = ir.BufferStore(T8, T8[index] + A8[R, UI * 4 + UJ], (index,))
+    return _unrolled(((UI, 2), (UJ, 4)), store if guard is None else ir.IfThenElse(guard, store))
+
+
+def test_hand_built_tile_is_promoted_positionally():
+    out = promote_accumulators(_tile_reduce(_tile_sum()))
+    assert str(out).splitlines()[2:] == [
+        '    T8_acc_data = T.allocate([8], "float32", annotations={"scope": "local"})',
+        '    T8_acc = T.decl_buffer((8,), "float32", scope="local", data=T8_acc_data)',
+        "    for ti in T.unroll(2):",
+        "        for tj in T.unroll(4):",
+        "            T8_acc[ti * 4 + tj] = 0.0",
+        "    for r in T.serial(3):",
+        "        for ui in T.unroll(2):",
+        "            for uj in T.unroll(4):",
+        "                T8_acc[ui * 4 + uj] = T8_acc[ui * 4 + uj] + A8[r, ui * 4 + uj]",
+        "    for ti in T.unroll(2):",
+        "        for tj in T.unroll(4):",
+        "            T8[ti * 4 + tj] = T8_acc[ti * 4 + tj]",
+    ]
+    ir.verify(out)
+
+
+def test_tile_guarded_by_its_own_variables_stores_every_element():
+    # the init stored every element: one the guard skips keeps its 0 (the copy-out has no guard)
+    out = promote_accumulators(_tile_reduce(_tile_sum(guard=UI * 4 + UJ < 6)))
+    assert str(out).splitlines()[8:] == [
+        "        for ui in T.unroll(2):",
+        "            for uj in T.unroll(4):",
+        "                if ui * 4 + uj < 6:",
+        "                    T8_acc[ui * 4 + uj] = T8_acc[ui * 4 + uj] + A8[r, ui * 4 + uj]",
+        "    for ti in T.unroll(2):",
+        "        for tj in T.unroll(4):",
+        "            T8[ti * 4 + tj] = T8_acc[ti * 4 + tj]",
+    ]
+
+
+@pytest.mark.slow
+def test_tile_guarded_by_its_own_variables_numbers():
+    out = promote_accumulators(_tile_reduce(_tile_sum(guard=UI * 4 + UJ < 6)))
+    assert registers(out)
+    a = np.arange(24, dtype=np.float32).reshape(3, 8)
+    t = np.full(8, np.nan, dtype=np.float32)
+    build(out)(a, t)
+    np.testing.assert_array_equal(t, np.where(np.arange(8) < 6, a.sum(axis=0), 0))
+
+
+def test_tile_guarded_by_the_reduction_variable_is_not_promoted():
+    unchanged(_tile_reduce(_tile_sum(guard=R < 2)))
+    unchanged(_tile_reduce(_tile_sum(guard=ir.And(UI < 1, R < 2))))
+
+
+def test_tile_access_at_another_element_is_not_promoted():
+    unchanged(_tile_reduce(_tile_sum(index=UI * 4 + (UJ + 1) % 4)))
+    other = ir.BufferStore(T8, T8[UI * 4 + UJ] + T8[(UI * 4 + UJ + 1) % 8], (UI * 4 + UJ,))
+    unchanged(_tile_reduce(_unrolled(((UI, 2), (UJ, 4)), other)))
+
+
+def test_tile_access_outside_the_unrolled_loops_is_not_promoted():
+    unchanged(_tile_reduce(ir.seq(_tile_sum(), ir.BufferStore(T8, T8[0] * 2.0, (0,)))))
+    # the element's loops are serial, or unrolled in another order
+    serial = ir.BufferStore(T8, T8[UI * 4 + UJ] + A8[R, UI * 4 + UJ], (UI * 4 + UJ,))
+    unchanged(_tile_reduce(_unrolled(((UI, 2), (UJ, 4)), serial, kind="serial")))
+    swapped = ir.BufferStore(T8, T8[UJ * 4 + UI] + A8[R, UJ * 4 + UI], (UJ * 4 + UI,))
+    unchanged(_tile_reduce(_unrolled(((UJ, 4), (UI, 2)), swapped)))
+
+
+def test_tile_whose_iterations_share_an_element_is_not_promoted():
+    # every ti stores T8[tj]: the sum over ui would be split over two registers
+    same = ir.BufferStore(T8, T8[UJ] + A8[R, UI * 4 + UJ], (UJ,))
+    unchanged(_tile_reduce(_unrolled(((UI, 2), (UJ, 4)), same), init_index=TJ))
+
+
+def test_tile_under_a_parallel_reduction_loop_is_not_promoted():
+    unchanged(_tile_reduce(_tile_sum(), kind="parallel"))
+
+
+def test_tile_loop_longer_than_codegen_unrolls_is_not_promoted():
+    n = UNROLL_LIMIT + 1
+    a, t = ir.decl_buffer("A", (3, n)), ir.decl_buffer("T", (n,))
+    init = _unrolled(((TJ, n),), ir.BufferStore(t, ir.const(0.0), (TJ,)))
+    update = _unrolled(((UJ, n),), ir.BufferStore(t, t[UJ] + a[R, UJ], (UJ,)))
+    unchanged(ir.Func("f", (a, t), ir.seq(init, ir.For(R, ir.const(0), ir.const(3), "serial", update))))

@@ -41,7 +41,9 @@ def test_compute_at_clips_at_the_border(neck, golden, run_func):
     text = str(sch.func)
     golden("schedule/compute_at_bottleneck", text)
     # padding 1: the first tile reads row -1, which the predicate keeps out
-    assert "T.where(" in text
+    assert "T.where(0 <= y_2_0 * 2 + y - 1 and y_2_0 * 2 + y - 1 < 7)" in text
+    # every tile reads columns -1..5, the same region: it is clipped to the 5 columns, not guarded
+    assert "for x in T.serial(5):" in text and "v_x = T.axis.spatial(5, x)" in text
     run_func(neck, sch.func)
 
 

@@ -98,6 +98,15 @@ def _regenerate(
         if extent is None:
             raise ScheduleError(primitive, f"the region of '{region.buffer.name}' needed under the loop has a non-constant extent {rng.extent}")
         lo = simplify(rng.min)
+        dom_lo, dom_hi = ir.as_int(iv.dom.min), ir.as_int(simplify(ir.Add(iv.dom.min, iv.dom.extent)))
+        first = ir.as_int(lo)
+        if first is not None and dom_lo is not None and dom_hi is not None:
+            # a constant region (the same under every iteration of the loop): clip it to the
+            # domain instead of guarding it, so a padded consumer's producer has no predicate
+            first, last = max(first, dom_lo), min(first + extent, dom_hi)
+            if last <= first:
+                raise ScheduleError(primitive, f"the region of '{region.buffer.name}' needed under the loop lies outside the block's domain")
+            lo, extent = ir.const(first), last - first
         if extent == 1:
             value = lo
         else:
@@ -105,7 +114,6 @@ def _regenerate(
             loops.append((var, extent))
             value = simplify(ir.Add(lo, var))
         bindings[iv.var] = value
-        dom_lo, dom_hi = ir.as_int(iv.dom.min), ir.as_int(simplify(ir.Add(iv.dom.min, iv.dom.extent)))
         box = an.interval(lo)
         if box.lo is None or dom_lo is None or box.lo < dom_lo:
             conds.append(ir.LE(iv.dom.min, value))
