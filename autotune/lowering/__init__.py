@@ -15,6 +15,8 @@
 - ``promote_accumulators``: a reduction's output element, or a register tile of them (over
   unrolled loops below the reduction loops), lives in registers (a ``local`` allocation)
   across its reduction loops, stored once after them;
+- ``clamp_at_producer``: a clamp (``min``/``max`` with constants, relu6) that every read of an
+  intermediate applies is applied once by its stores instead;
 - ``plan_memory``: a pool and an offset for every allocation (``autotune.memory``).
 """
 
@@ -25,6 +27,7 @@ from ..memory import Pool
 from ..memory.lowering import plan_memory_pass
 from .accumulate import promote_accumulators
 from .blocks import lower_blocks
+from .clamps import clamp_at_producer
 from .compact import compact_buffers
 from .double_buffer import inject_double_buffer
 from .flatten import flatten_buffers
@@ -42,6 +45,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("simplify", lambda f, o: simplify_func(f)),
     Pass("hoist_guards", lambda f, o: hoist_guards(f)),
     Pass("promote_accumulators", lambda f, o: promote_accumulators(f)),
+    Pass("clamp_at_producer", lambda f, o: clamp_at_producer(f)),
     Pass("plan_memory", plan_memory_pass),
 )
 

@@ -92,9 +92,15 @@ def _register_tile(sch: Schedule, stage: str, row_dim: int, columns: int) -> Sch
     """``columns`` output columns (at most: the largest divisor of the column loop) by a block of
     channels of ``stage`` (``_TilePlan.block``: all of them when codegen unrolls that many), accumulated
     in registers over its reduction loops; the nest from the column loop down is compiled with SLP."""
-    plan = _tile_plan(sch.func, _block(sch.func, stage), row_dim)
+    block = _block(sch.func, stage)
+    plan = _tile_plan(sch.func, block, row_dim)
     if plan is None:
         raise ScheduleError("regtile", f"stage '{stage}' is not a contraction over columns and channels")
+    column = next(f for f in ir.collect(sch.func.body, ir.For) if f.loop_var.name == plan.column)
+    if column.loop_var in ir.free_vars(block.predicate):
+        # a strip's halo: the tile's columns are guarded one by one, its reduction's initial values
+        # stay inside the reduction loop, and the accumulators stay in memory (slower than no tile)
+        raise ScheduleError("regtile", f"stage '{stage}' guards its columns (a strip's halo); a register tile needs them all")
     factor = max(d for d in divisors(plan.columns) if d <= columns)
     outer, above, tile = plan.column, [], [plan.channel]
     if plan.block < plan.channels:
@@ -195,12 +201,15 @@ class CascadeFamily(Family):
                     sch = _jam(sch, stage, dict(c.row_dims)[stage], values.get(f"jam_{stage}", 1))
                 for loop in _reduction_loops(sch.func, _block(sch.func, stage)) or ():
                     sch = sch.unroll(loop)
+        registers = set()
         for stage, _ in c.tileable:
-            if values.get(f"regtile_{stage}", 0):
+            plain = not values.get(f"unroll_{stage}", False) and not values.get(f"fuse_{stage}", False)
+            if plain and values.get(f"regtile_{stage}", 0):  # inactive otherwise: changes nothing
                 sch = _register_tile(sch, stage, dict(c.row_dims)[stage], values[f"regtile_{stage}"])
+                registers.add(stage)
         if len(outer) == 2:
             sch = sch.parallel(outer[0])
-        if values["vectorize"] and not values.get(f"regtile_{c.last}", 0):
+        if values["vectorize"] and c.last not in registers:
             sch = sch.vectorize(vector_loop)
         for block, buffer in c.buffers:
             if f"pool_{block}" in values:

@@ -38,7 +38,8 @@ def registers(func: ir.Func) -> list[ir.Allocate]:
 def test_pass_runs_after_hoist_guards_and_before_plan_memory():
     names = [p.name for p in PASSES]
     assert names.index("hoist_guards") + 1 == names.index("promote_accumulators")
-    assert names.index("promote_accumulators") + 1 == names.index("plan_memory")
+    assert names.index("promote_accumulators") < names.index("plan_memory")
+    assert names.index("promote_accumulators") + 1 == names.index("clamp_at_producer")  # it needs promoted stores
 
 
 # ---- golden IR ----------------------------------------------------------------
