@@ -51,15 +51,8 @@ from typing import Any
 from .. import ir
 from ..errors import ScheduleError
 from ..schedule import Schedule
-from .cascade_structure import (
-    Cascade,
-    _block,
-    _fusable_pair,
-    _jam_plan,
-    _reduction_loops,
-    _tile_plan,
-    analyze_cascade,
-)
+from .cascade_stages import _block, _fusable_pair, _jam_plan, _reduction_loops, _tile_plan
+from .cascade_structure import Cascade, analyze_cascade
 from .space_family import Domain, Family, choice_domain, divisors, int_domain
 
 __all__ = ["Cascade", "CascadeFamily", "analyze_cascade"]

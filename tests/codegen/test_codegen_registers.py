@@ -14,7 +14,7 @@ from codegen_funcs import register_tiled
 
 from autotune import workloads
 from autotune.codegen import generate_source
-from autotune.codegen.source import REGISTER_LIMIT
+from autotune.codegen.declare import REGISTER_LIMIT
 from autotune.errors import CodegenError
 from autotune.lowering import lower
 from autotune.memory.lowering import allocations_of

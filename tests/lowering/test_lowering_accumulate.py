@@ -13,7 +13,7 @@ import pytest
 
 from autotune import ir, workloads
 from autotune.codegen import UNROLL_LIMIT, build, generate_source
-from autotune.codegen.source import REGISTER_LIMIT
+from autotune.codegen.declare import REGISTER_LIMIT
 from autotune.lowering import PASSES, accumulate, lower
 from autotune.lowering.accumulate import promote_accumulators
 from autotune.lowering.hoist import hoist_guards

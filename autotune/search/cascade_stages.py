@@ -1,0 +1,226 @@
+"""Per-stage plans of the ``cascade`` family: what one stage's loops allow (see
+:mod:`autotune.search.space_cascade`).
+
+:func:`_fusable_pair`: two innermost spatial loops that fuse into one contiguous
+loop; :func:`_reduction_loops`: reduction loops short enough to unroll;
+:func:`_jam_plan`: the column loop a window slides along (unroll-and-jam);
+:func:`_tile_plan`: the column and channel loops of a contraction (a register tile).
+:mod:`~autotune.search.cascade_structure` reads the chain as a whole with them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+from .. import ir
+from ..analysis import to_linear
+from ..codegen import UNROLL_LIMIT
+from .space_family import loops_of
+
+
+def _written(block: ir.Block) -> ir.Buffer | None:
+    return block.writes[0].buffer if len(block.writes) == 1 else None
+
+
+def _dim_var(block: ir.Block, dim: int) -> ir.Var | None:
+    buf = _written(block)
+    store = next((s for s in ir.collect(block.body, ir.BufferStore) if s.buffer is buf), None)
+    if store is None or dim >= len(store.indices) or not isinstance(store.indices[dim], ir.Var):
+        return None
+    return store.indices[dim]  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class _JamPlan:
+    """How to jam a stage: its column loop, the spatial loops below it and its reduction loops."""
+
+    column: str
+    below: tuple[str, ...]
+    """Spatial loops between the column loop and the reduction loops (the channels): they go above
+    the unrolled columns."""
+    sliding: tuple[str, ...]
+    """Reduction loops whose variable indexes a load together with the column's (the window's
+    columns): outermost in the window, so that the partial over the others is one column's."""
+    others: tuple[str, ...]
+
+
+def _jam_plan(func: ir.Func, block: ir.Block, row_dim: int) -> _JamPlan | None:
+    """The jam of ``block``: its innermost spatial loop (longer than 1, not over the rows) whose
+    variable indexes a load together with a reduction variable - the loop a window slides along -
+    when every loop below it up to the reduction loops is spatial. None if there is no such loop."""
+    reduce = _reduce_vars(block)
+    row_var = _dim_var(block, row_dim)
+    loops = loops_of(func, block)
+    reductions = [f for f in loops if _binds(block, f, reduce)]
+    if not reductions or loops.index(reductions[0]) != len(loops) - len(reductions):
+        return None  # a spatial loop inside the window: the copies would not be straight-line
+    windows = [ir.free_vars(i) for ld in ir.collect(block.body, ir.BufferLoad) for i in ld.indices]
+    spatial = loops[: len(loops) - len(reductions)]
+    for k in reversed(range(len(spatial))):
+        f = spatial[k]
+        moved = set(_bound_vars(block, f))
+        if (ir.as_int(f.extent) or 1) < 2 or (row_var is not None and row_var in moved):
+            continue
+        slides = {v for used in windows if used & moved for v in used & reduce}
+        if not slides:
+            continue
+        sliding = [r for r in reductions if set(_bound_vars(block, r)) & slides]
+        return _JamPlan(
+            f.loop_var.name,
+            tuple(g.loop_var.name for g in spatial[k + 1 :]),
+            tuple(r.loop_var.name for r in sliding),
+            tuple(r.loop_var.name for r in reductions if r not in sliding),
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class _TilePlan:
+    """How to register-tile a stage: its column and channel loops, their extents, its reduction loops."""
+
+    column: str
+    channel: str
+    columns: int
+    channels: int
+    reductions: tuple[str, ...]
+
+    @property
+    def block(self) -> int:
+        """Channels per tile: the largest divisor of the channels that codegen unrolls (UNROLL_LIMIT)."""
+        return max(d for d in range(1, min(self.channels, UNROLL_LIMIT) + 1) if self.channels % d == 0)
+
+
+def _tile_plan(func: ir.Func, block: ir.Block, row_dim: int) -> _TilePlan | None:
+    """The register tile of ``block``: a contraction (a 1x1 convolution, a dense layer) whose two
+    innermost spatial loops - columns, then channels - sit right above its reduction loops, whose
+    output is contiguous along the channels (the last index of its store is the channel variable),
+    and whose reductions slide along no spatial loop (no load index mixes a reduction variable with
+    a column or channel variable: that is a window, which ``jam`` serves). None otherwise."""
+    reduce = _reduce_vars(block)
+    row_var = _dim_var(block, row_dim)
+    loops = loops_of(func, block)
+    reductions = [f for f in loops if _binds(block, f, reduce)]
+    if not reductions or loops.index(reductions[0]) != len(loops) - len(reductions):
+        return None
+    spatial = loops[: len(loops) - len(reductions)]
+    if len(spatial) < 2 or any(ir.as_int(f.extent) is None or ir.as_int(f.min) != 0 for f in spatial[-2:]):
+        return None
+    column, channel = spatial[-2], spatial[-1]
+    bound = [set(_bound_vars(block, f)) for f in (column, channel)]
+    if any((ir.as_int(f.extent) or 1) < 2 for f in (column, channel)) or row_var in bound[0] | bound[1]:
+        return None
+    buf = _written(block)
+    store = next((s for s in ir.collect(block.body, ir.BufferStore) if s.buffer is buf), None)
+    if store is None or not store.indices or store.indices[-1] not in bound[1]:
+        return None
+    for load in ir.collect(block.body, ir.BufferLoad):
+        for index in load.indices:
+            used = ir.free_vars(index)
+            if used & reduce and used & (bound[0] | bound[1]):
+                return None
+    return _TilePlan(
+        column.loop_var.name,
+        channel.loop_var.name,
+        ir.as_int(column.extent) or 1,
+        ir.as_int(channel.extent) or 1,
+        tuple(f.loop_var.name for f in reductions),
+    )
+
+
+def _fusable_pair(func: ir.Func, block: ir.Block, row_dim: int) -> tuple[str, str] | None:
+    """The names of ``block``'s two innermost spatial loops when one directly holds the other.
+
+    Spatial: the loop binds no reduction iter var; both must be longer than 1,
+    and neither may be over the rows (output dimension ``row_dim``): the tile
+    loop and the rolling buffer work on those (NCHW stages fuse nothing).
+    """
+    excluded: set[ir.Var] = _reduce_vars(block)
+    row_var = _dim_var(block, row_dim)
+    if row_var is not None:
+        excluded.add(row_var)
+    loops = loops_of(func, block)
+    spatial = [
+        k
+        for k, f in enumerate(loops)
+        if (ir.as_int(f.extent) or 1) > 1 and not _binds(block, f, excluded)
+    ]
+    if len(spatial) < 2 or spatial[-1] != spatial[-2] + 1:
+        return None
+    outer, inner = loops[spatial[-2]], loops[spatial[-1]]
+    if outer.body is not inner or not _contiguous(block, outer, inner):
+        return None
+    return outer.loop_var.name, inner.loop_var.name
+
+
+def _contiguous(block: ir.Block, outer: ir.For, inner: ir.For) -> bool:
+    """Whether every access of ``block`` stays affine when ``outer`` and ``inner`` fuse.
+
+    Row-major offsets: an access moves by ``a`` per step of the outer loop and
+    ``b`` per step of the inner one; fused into ``f`` (``outer = f // n``,
+    ``inner = f % n``), the offset is ``a * (f // n) + b * (f % n)``, which is
+    affine (``b * f``) only when ``a == b * n`` - true of ``X[x, c]`` with ``n``
+    channels, false of a weight ``W[c]`` that only the inner loop moves: fusing
+    would leave a ``%`` in its index and the fused loop would gather.
+    """
+    n = ir.as_int(inner.extent) or 0
+    loops = (outer.loop_var, inner.loop_var)
+    # how far each iter var moves per step of each loop (its binding is affine in the loops)
+    moves: dict[ir.Var, tuple[int, int]] = {}
+    for iv, binding in zip(block.iter_vars, block.bindings):
+        form = to_linear(binding)
+        if form is None:
+            if ir.free_vars(binding) & set(loops):
+                return False
+            continue
+        moves[iv.var] = (form.coeff(loops[0]), form.coeff(loops[1]))
+    accesses = [(s.buffer, s.indices) for s in ir.collect(block.body, ir.BufferStore)]
+    accesses += [(ld.buffer, ld.indices) for ld in ir.collect(block.body, ir.BufferLoad)]
+    for buf, indices in accesses:
+        try:
+            shape = buf.const_shape()
+        except ValueError:
+            return False
+        step = [0, 0]
+        stride = 1
+        for dim in reversed(range(len(indices))):
+            form = to_linear(indices[dim])
+            if form is None:
+                if ir.free_vars(indices[dim]) & moves.keys():
+                    return False
+            else:
+                for var, (by_outer, by_inner) in moves.items():
+                    step[0] += form.coeff(var) * by_outer * stride
+                    step[1] += form.coeff(var) * by_inner * stride
+            stride *= shape[dim] if dim < len(shape) else 1
+        if step[0] != step[1] * n:
+            return False
+    return True
+
+
+def _reduction_loops(func: ir.Func, block: ir.Block) -> tuple[str, ...] | None:
+    """The names of ``block``'s loops that bind reduction iter vars, when there are some, all
+    constant and at most :data:`~autotune.codegen.UNROLL_LIMIT` iterations together."""
+    loops = [f for f in loops_of(func, block) if _binds(block, f, _reduce_vars(block))]
+    extents = [ir.as_int(f.extent) for f in loops]
+    if not loops or any(e is None for e in extents) or prod(e or 0 for e in extents) > UNROLL_LIMIT:
+        return None
+    return tuple(f.loop_var.name for f in loops)
+
+
+def _block(func: ir.Func, name: str) -> ir.Block:
+    return next(b for b in ir.collect(func.body, ir.Block) if b.name == name)
+
+
+def _reduce_vars(block: ir.Block) -> set[ir.Var]:
+    return {iv.var for iv in block.iter_vars if iv.kind == "reduce"}
+
+
+def _binds(block: ir.Block, loop: ir.For, iter_vars: set[ir.Var]) -> bool:
+    """Whether ``loop``'s variable appears in the binding of one of ``iter_vars``."""
+    return any(v in iter_vars for v in _bound_vars(block, loop))
+
+
+def _bound_vars(block: ir.Block, loop: ir.For) -> list[ir.Var]:
+    """The iter vars whose binding uses ``loop``'s variable."""
+    return [iv.var for iv, b in zip(block.iter_vars, block.bindings) if loop.loop_var in ir.free_vars(b)]
