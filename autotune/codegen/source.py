@@ -43,24 +43,17 @@ checker fills outputs with NaN."""
 VECTORIZERS = ("loop", "slp")
 
 
-def kernel_decorator(signature: str | None = None, *, cache: bool = True) -> str:
+def kernel_decorator(signature: str | None = None) -> str:
     """The decorator line put on every kernel (part of the source, hence of the cache key).
 
     Every kernel is ``parallel=True``, serial ones too (see :func:`generate_source`).
     With ``signature``, the decorator of an outlined nest (:mod:`~autotune.codegen.outline`):
     compiled for that signature when its module is imported, and not parallel (it runs
-    on the calling thread). ``cache=False`` for a kernel that calls outlined nests. Measured:
-    the bottleneck kernel with an SLP register tile ran 0.28 ms when compiled in the process
-    and 0.40 ms when loaded from numba's cache after a process that had compiled its callee
-    too (loaded in a process that loaded the callee from the cache, it ran 0.28 ms). The
-    likely cause, not verified: the cached object holds its own copy of the callee,
-    optimised again with the kernel's loop vectoriser. Such a kernel is compiled once per
-    process; its outlined callees stay cached.
-    """
+    on the calling thread)."""
     flags = "{" + ", ".join(f'"{f}"' for f in FASTMATH_FLAGS) + "}"
     if signature is not None:
         return f'@numba.njit("{signature}", cache=True, fastmath={flags}, nogil=True, error_model="numpy")'
-    return f'@numba.njit(cache={cache}, fastmath={flags}, nogil=True, error_model="numpy", parallel=True)'
+    return f'@numba.njit(cache=True, fastmath={flags}, nogil=True, error_model="numpy", parallel=True)'
 
 
 _RANGE = {
@@ -274,7 +267,7 @@ def generate_source(func: ir.Func, name: str | None = None) -> KernelSource:
         lines += [f"{c} = {v}" for c, v in consts] + [""]
     for o in gen.outlined:
         lines += ["", kernel_decorator(o.signature), f"def {o.name}({', '.join(o.params)}):", *o.lines, ""]
-    lines += ["", kernel_decorator(cache=not gen.outlined), f"def {kernel}({args}):"]
+    lines += ["", kernel_decorator(), f"def {kernel}({args}):"]
     lines += [f"    # {_arg_doc(p)}" for p in params] + [f"    # {_storage_doc(s)}" for s in storage]
     lines += gen.lines
     outlined = tuple(o.name for o in gen.outlined)

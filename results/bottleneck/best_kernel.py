@@ -438,7 +438,7 @@ def bottleneck_x_2_1_0(depthwise_data, w_project_flat, project_flat, x_2_0, y_2_
         project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 127)] = project_flat_acc_127
 
 
-@numba.njit(cache=False, fastmath={"afn", "arcp", "contract", "nsz", "reassoc"}, nogil=True, error_model="numpy", parallel=True)
+@numba.njit(cache=True, fastmath={"afn", "arcp", "contract", "nsz", "reassoc"}, nogil=True, error_model="numpy", parallel=True)
 def bottleneck(data, w_expand, w_depthwise, w_project, project, expand_data, depthwise_data):
     # data: float32[1, 112, 112, 16]
     # w_expand: float32[1, 1, 16, 96]
