@@ -65,7 +65,7 @@ def _jam(sch: Schedule, stage: str, row_dim: int, columns: int) -> Schedule:
     plan = _jam_plan(sch.func, _block(sch.func, stage), row_dim)
     if plan is None:
         raise ScheduleError("jam", f"stage '{stage}' has no column loop that its window slides along")
-    loop = next(f for f in ir.collect(sch.func.body, ir.For) if f.loop_var.name == plan.column)
+    loop = sch.get_loop(plan.column)
     extent = ir.as_int(loop.extent) or 1
     factor = max(d for d in divisors(extent) if d <= columns)
     if factor == 1:
@@ -89,7 +89,7 @@ def _register_tile(sch: Schedule, stage: str, row_dim: int, columns: int) -> Sch
     plan = _tile_plan(sch.func, block, row_dim)
     if plan is None:
         raise ScheduleError("regtile", f"stage '{stage}' is not a contraction over columns and channels")
-    column = next(f for f in ir.collect(sch.func.body, ir.For) if f.loop_var.name == plan.column)
+    column = sch.get_loop(plan.column)
     if column.loop_var in ir.free_vars(block.predicate):
         # a strip's halo: the tile's columns are guarded one by one, its reduction's initial values
         # stay inside the reduction loop, and the accumulators stay in memory (slower than no tile)
