@@ -36,7 +36,6 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -47,6 +46,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_vs_baselines as bench  # sets the thread counts and cache directories
 import numpy as np
+from thread_scaling import fresh_process, write_results
 
 from autotune import workloads
 from autotune.measure import empty_outputs
@@ -160,14 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in args.workloads:
         results[name] = []
         for i in range(args.processes):
-            cmd = [sys.executable, __file__, "--child", name, *" ".join(flags).split()]
-            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-            lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-            sample = (
-                json.loads(lines[-1])
-                if proc.returncode == 0 and lines
-                else {"error": proc.stderr.strip()[-300:]}
-            )
+            sample = fresh_process(__file__, ["--child", name, *" ".join(flags).split()])
             results[name].append(sample)
             print(
                 f"  {name} process {i + 1}/{args.processes}: {sample.get('rounds', sample.get('error'))}",
@@ -217,15 +210,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 + ".",
             ]
         md.append("")
-    args.output.mkdir(parents=True, exist_ok=True)
-    (args.output / "copy_spacing.md").write_text("\n".join(md), encoding="utf-8")
-    (args.output / "copy_spacing.json").write_text(
-        json.dumps(
-            {"command": command, "started": started.isoformat(), "load": load, "results": results}, indent=1
-        ),
-        encoding="utf-8",
-    )
-    print("\n".join(md))
+    payload = {"command": command, "started": started.isoformat(), "load": load, "results": results}
+    write_results(args.output, "copy_spacing", md, payload)
     return 0
 
 

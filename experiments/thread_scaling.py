@@ -95,20 +95,30 @@ def child(name: str, rounds: int, min_ms: float) -> dict[str, Any]:
     return {"workload": name, "flops": wl.flops, "parallel": kernel.kernel_source.parallel, "rounds": out}
 
 
+def fresh_process(script: str, args: list[str]) -> dict[str, Any]:
+    """Run ``script`` with ``args`` in a fresh Python; its last stdout line that is a JSON object, or the error."""
+    proc = subprocess.run([sys.executable, script, *args], capture_output=True, text=True, check=False)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        return {"error": f"exit {proc.returncode}: {proc.stderr.strip()[-300:]}"}
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+def write_results(output: Path, stem: str, md: list[str], payload: dict[str, Any]) -> None:
+    """``<output>/<stem>.md`` and ``<stem>.json``; the markdown is printed too."""
+    output.mkdir(parents=True, exist_ok=True)
+    (output / f"{stem}.md").write_text("\n".join(md), encoding="utf-8")
+    (output / f"{stem}.json").write_text(json.dumps(payload, indent=1), encoding="utf-8")
+    print("\n".join(md))
+
+
 def run_processes(name: str, processes: int, rounds: int, min_ms: float) -> list[dict[str, Any]]:
-    """One fresh process per sample, one after the other; each prints one JSON line."""
+    """One fresh process per sample, one after the other."""
     samples = []
     for i in range(processes):
-        cmd = [sys.executable, __file__, "--child", name, "--rounds", str(rounds), "--min-ms", str(min_ms)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-        if proc.returncode != 0 or not lines:
-            samples.append(
-                {"workload": name, "error": f"exit {proc.returncode}: {proc.stderr.strip()[-300:]}"}
-            )
-        else:
-            samples.append(json.loads(lines[-1]))
-        sample = samples[-1]
+        sample = fresh_process(__file__, ["--child", name, "--rounds", str(rounds), "--min-ms", str(min_ms)])
+        samples.append(sample)
         shown = "; ".join(f"{r['ms_1']:.3f} / {r['ms_2']:.3f} ms" for r in sample.get("rounds", []))
         print(f"  {name} process {i + 1}/{processes}: {shown or sample['error']}", flush=True)
     return samples
@@ -179,15 +189,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     for name, samples in results.items():
         md += table(name, samples)
-    args.output.mkdir(parents=True, exist_ok=True)
-    (args.output / "thread_scaling.md").write_text("\n".join(md), encoding="utf-8")
-    (args.output / "thread_scaling.json").write_text(
-        json.dumps(
-            {"command": command, "started": started.isoformat(), "load": load, "results": results}, indent=1
-        ),
-        encoding="utf-8",
-    )
-    print("\n".join(md))
+    payload = {"command": command, "started": started.isoformat(), "load": load, "results": results}
+    write_results(args.output, "thread_scaling", md, payload)
     return 0
 
 
