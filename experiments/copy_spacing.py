@@ -90,7 +90,8 @@ def child(name: str, strides_kib: list[int], rounds: int, calls: int) -> dict[st
     )
     wl = workloads.get(name, **bench.FULL[name])
     inputs = wl.make_inputs(0)
-    outlined = "(vectorizer: slp)" in source
+    mode = re.search(r"^# outlined: .*\(vectorizer: (\w+)\)", source, re.M)
+    vectorizer = mode.group(1) if mode else "loop"  # the header codegen writes for outlined nests
     kernels = {}
     with tempfile.TemporaryDirectory() as tmp:
         for kib in strides_kib:
@@ -100,10 +101,7 @@ def child(name: str, strides_kib: list[int], rounds: int, calls: int) -> dict[st
             spec = importlib.util.spec_from_file_location(path.stem, path)
             assert spec is not None and spec.loader is not None
             module = importlib.util.module_from_spec(spec)
-            if outlined:
-                with _vectorizer(numba, "slp"):
-                    spec.loader.exec_module(module)
-            else:
+            with _vectorizer(numba, vectorizer):
                 spec.loader.exec_module(module)
             outputs = empty_outputs(wl.func)
             storage = tuple(aligned_full((n,), 0, dtype) for dtype, n in sizes.values())
