@@ -8,7 +8,6 @@ of it, or a view of a parameter.
 
 from __future__ import annotations
 
-import itertools
 from math import prod
 
 from .. import ir
@@ -97,7 +96,7 @@ class Declarations:
 
     def _decl_storage(self, buf: ir.Buffer, st: StorageArg, depth: int) -> None:
         shape = _const_shape(buf)
-        groups = _groups(shape, buf.axis_separators)
+        groups = buf.physical_shape()
         if buf.dtype != st.dtype:
             raise CodegenError(f"codegen: buffer {buf.name} ({buf.dtype}) views {st.arg} of {st.dtype}")
         if len(groups) != len(st.extents) or prod(groups[:-1]) != st.banks:
@@ -145,11 +144,6 @@ def _const_shape(buf: ir.Buffer) -> tuple[int, ...]:
         return buf.const_shape()
     except ValueError as exc:
         raise CodegenError(f"codegen: {exc}") from None
-
-
-def _groups(shape: tuple[int, ...], seps: tuple[int, ...]) -> tuple[int, ...]:
-    bounds = (0, *seps, len(shape))
-    return tuple(prod(shape[lo:hi]) for lo, hi in itertools.pairwise(bounds))
 
 
 def _reshape(src: str, shape: tuple[int, ...], available: int) -> str:

@@ -5,6 +5,12 @@ Two buffers that share ``data`` alias the same storage (a ``DeclBuffer`` alias,
 tvm-rfcs 0063). ``axis_separators`` split the logical axes into groups; each
 group becomes one physical axis when the buffer is flattened, so a buffer with
 separators stays N-d physically (for example two banks ``[2][4096]``).
+
+``strides`` (empty: row-major) give, per dimension, its element stride inside
+its axis group. A padded layout leaves a gap after each slice of a dimension:
+compaction spaces the threads' private copies of a buffer that way (strides
+``[16384, 48, 1]`` for copies of a ``[9, 48]`` window 64 KiB apart). A group
+spans from its first element to its last, padding between slices included.
 """
 
 from __future__ import annotations
@@ -54,13 +60,31 @@ class Buffer(Node):
 
     @property
     def nbytes(self) -> int:
-        return prod(self.const_shape()) * dtype_bytes(self.dtype)
+        """The bytes its storage spans (padding between strided slices included)."""
+        return prod(self.physical_shape()) * dtype_bytes(self.dtype)
+
+    def groups(self) -> tuple[tuple[int, int], ...]:
+        """The ``(lo, hi)`` dimension range of each axis group delimited by ``axis_separators``."""
+        return tuple(itertools.pairwise((0, *self.axis_separators, self.ndim)))
+
+    def element_strides(self) -> tuple[int, ...]:
+        """Per dimension, its element stride inside its axis group: ``strides``, or row-major without them.
+
+        Raises ValueError for a symbolic shape or stride.
+        """
+        shape = self.const_shape()
+        if self.strides:
+            strides = tuple(as_int(s) for s in self.strides)
+            if len(strides) != len(shape) or any(s is None for s in strides):
+                raise ValueError(f"buffer {self.name} has strides {list(map(str, self.strides))} for {len(shape)} dimensions")
+            return strides  # type: ignore[return-value]
+        return tuple(prod(shape[k + 1 : hi]) for lo, hi in self.groups() for k in range(lo, hi))
 
     def physical_shape(self) -> tuple[int, ...]:
-        """One extent per axis group delimited by ``axis_separators``."""
-        shape = self.const_shape()
-        bounds = (0, *self.axis_separators, len(shape))
-        return tuple(prod(shape[lo:hi]) for lo, hi in itertools.pairwise(bounds))
+        """One extent per axis group: the elements from its first to its last one (row-major: the
+        product of its dimensions; padded: no padding after the last slice)."""
+        shape, strides = self.const_shape(), self.element_strides()
+        return tuple(1 + sum((shape[k] - 1) * strides[k] for k in range(lo, hi)) for lo, hi in self.groups())
 
     def __getitem__(self, indices: ExprLike | tuple[ExprLike, ...]) -> Expr:
         from .expr import BufferLoad

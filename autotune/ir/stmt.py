@@ -129,6 +129,10 @@ class Block(Stmt):
     predicate: Expr = TRUE
 
 
+COPY_ALIGN_ATTR = "autotune.copy_align"
+"""Parallel loop attribute, bytes: the threads' private copies of a buffer (compaction gives each
+iteration its own) are spaced by a multiple of it (``parallel(loop, copy_align=...)``)."""
+
 VECTORIZER_ATTR = "autotune.vectorizer"
 """Function or loop attribute: ``loop`` (default) or ``slp``, how LLVM vectorises the kernel, or the
 loop's nest, which the code generator then outlines into a function of its own (``set_vectorizer``)."""

@@ -7,7 +7,10 @@ block regions (explicit ``annotate_buffer_access`` regions included) relaxed ove
 the loops inside the site, and moves into an allocation block around the site's
 body. A buffer whose site lies inside a parallel loop gets one copy per
 iteration of that loop (a leading dimension indexed by the loop variable), so
-threads never share storage; the memory plan counts every copy.
+threads never share storage; the memory plan counts every copy. A parallel loop
+annotated ``autotune.copy_align`` (bytes, by ``parallel(loop, copy_align=...)``) spaces
+the copies: the stride of their dimension is rounded up to a multiple of it,
+and the plan counts the padding.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from dataclasses import replace
 from .. import ir
 from ..analysis.arith import simplify
 from ..analysis.region import relax_region, substitute_bindings, union_regions
+from ..errors import LoweringError
 from ..schedule.tree import allocating_block, block_path, loop_path, replace_stmt
 from .blocks import POOLS_ANNOTATION
 from .rolling import ALLOC_OUTSIDE
@@ -141,12 +145,37 @@ def compact_one(func: ir.Func, buf: ir.Buffer) -> ir.Func:
     shape = (*[p.extent for p in prefix_loops], *[ir.const(e) for e in extents])
     seps = tuple(s + len(prefix_loops) for s in buf.axis_separators)
     new = buf.with_(shape=tuple(shape), axis_separators=seps)
+    new = new.with_(strides=_copy_strides(new, prefix_loops))
     prefix: list[ir.Expr] = [simplify(ir.Sub(p.loop_var, p.min)) for p in prefix_loops]
     func = _Rewrite(buf, new, [o for o, _ in box], prefix).visit(func)
     owner = allocating_block(func, new)
     assert owner is not None
     target = site if not prefix_loops else _parent_loop(func, prefix_loops[0])
     return _place(func, owner, new, target)
+
+
+def _copy_strides(buf: ir.Buffer, prefix_loops: list[ir.For]) -> tuple[ir.Expr, ...]:
+    """Strides spacing the private copies of ``buf`` (its leading dimensions, one per loop in
+    ``prefix_loops``) by their loops' ``copy_align``; ``()`` (row-major) when none asks for it."""
+    aligns = [ir.ann_get(p.annotations, ir.COPY_ALIGN_ATTR) for p in prefix_loops]
+    if not any(aligns):
+        return ()
+    if buf.axis_separators:
+        loop = next(p for p, a in zip(prefix_loops, aligns) if a).loop_var.name
+        raise LoweringError(
+            f"compact_buffers: copy_align on loop '{loop}' cannot space the copies of banked buffer '{buf.name}' "
+            f"(axis separators {[s - len(prefix_loops) for s in buf.axis_separators]}): its copies are banks of their own"
+        )
+    shape, size = buf.const_shape(), ir.dtype_bytes(buf.dtype)
+    strides = [1] * len(shape)
+    for k in reversed(range(len(shape))):
+        strides[k] = strides[k + 1] * shape[k + 1] if k + 1 < len(shape) else 1
+        align = aligns[k] if k < len(aligns) else None
+        if align:
+            if align % size:
+                raise LoweringError(f"compact_buffers: copy_align {align} is not a multiple of the {size}-byte elements of '{buf.name}'")
+            strides[k] = -(-strides[k] // (align // size)) * (align // size)
+    return tuple(ir.const(s) for s in strides)
 
 
 def _parent_loop(func: ir.Func, loop: ir.For) -> ir.For | None:

@@ -166,7 +166,9 @@ def _inject_one(func: ir.Func, blk: ir.Block) -> ir.Func:
     func = replace_stmt(func, blk, untagged)
     path, loop, old = _find(func, untagged, str(loop_name))
     seps = tuple(x + 1 for x in old.axis_separators) if old.axis_separators else (1,)
-    new = old.with_(shape=(ir.const(2), *old.shape), axis_separators=seps, data=ir.Var(f"{old.name}_data", "handle"))
+    # padded strides (spaced private copies) carry over; the slot steps over the first group, or is a group
+    strides = (ir.const(old.physical_shape()[0] if old.axis_separators else 1), *old.strides) if old.strides else ()
+    new = old.with_(shape=(ir.const(2), *old.shape), axis_separators=seps, strides=strides, data=ir.Var(f"{old.name}_data", "handle"))
     top = _staging_top(path, loop)
     prologue, ahead = _stage_copies(func, top, loop, old, new)
     func = replace_stmt(func, top, ahead)

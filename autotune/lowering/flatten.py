@@ -3,8 +3,10 @@
 Runs after ``lower_blocks``. A buffer declared by a ``DeclBuffer`` becomes 1-d,
 or N-d with one axis per group of its ``axis_separators`` (``[2, 2, 4096]``
 with separators ``[2]`` becomes ``[4, 4096]`` with separators ``[1]``: four
-banks); its indices are linearised row-major inside each group, and the
-``Allocate`` of its storage gets the physical extents. Parameters keep their
+banks); its indices are linearised inside each group with the buffer's element
+strides (row-major, or the padded strides compaction gives the private copies
+of a parallel loop), and the ``Allocate`` of its storage gets the physical
+extents, padding included. Parameters keep their
 logical shapes in the signature; a parameter of more than one dimension is
 accessed through ``<param>_flat``, a 1-d alias of its data declared at the top
 of the body. A 1-d parameter is already flat and is accessed as it is.
@@ -12,17 +14,12 @@ of the body. A 1-d parameter is already flat and is accessed as it is.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import replace
 from math import prod
 
 from .. import ir
 from ..analysis.arith import Analyzer
 from ..errors import LoweringError
-
-
-def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(prod(shape[k + 1 :]) for k in range(len(shape)))
 
 
 def _const_shape(buf: ir.Buffer) -> tuple[int, ...]:
@@ -32,14 +29,31 @@ def _const_shape(buf: ir.Buffer) -> tuple[int, ...]:
         raise LoweringError(f"flatten_buffers: buffer '{buf.name}' has a symbolic shape {list(map(str, buf.shape))}") from None
 
 
-def _check_strides(buf: ir.Buffer) -> None:
+def _check_strides(buf: ir.Buffer, param: bool = False) -> None:
+    """Strides must be constant, one per dimension, and nested: no two elements of a group share an address.
+
+    A parameter is a dense numpy array, so its strides (if given) must be row-major.
+    """
     if not buf.strides:
         return
-    strides = tuple(ir.as_int(s) for s in buf.strides)
-    if strides != _row_major(_const_shape(buf)):
-        raise LoweringError(
-            f"flatten_buffers: buffer '{buf.name}' has strides [{', '.join(map(str, buf.strides))}]; only row-major buffers are supported"
-        )
+    shape = _const_shape(buf)
+    given = f"buffer '{buf.name}' has strides [{', '.join(map(str, buf.strides))}]"
+    try:
+        strides = buf.element_strides()
+    except ValueError:
+        raise LoweringError(f"flatten_buffers: {given}; expected one constant stride per dimension ({len(shape)})") from None
+    if param:
+        if strides != buf.with_(strides=()).element_strides():
+            raise LoweringError(f"flatten_buffers: parameter {given}; a parameter is a row-major array")
+        return
+    for lo, hi in buf.groups():
+        for k in range(lo, hi):
+            least = 1 + sum((shape[j] - 1) * strides[j] for j in range(k + 1, hi))
+            if strides[k] < least:
+                raise LoweringError(
+                    f"flatten_buffers: {given}; the stride of dimension {k} must be at least {least} "
+                    "so that its slices do not overlap"
+                )
 
 
 def flat_buffer(buf: ir.Buffer, name: str | None = None) -> ir.Buffer:
@@ -61,13 +75,12 @@ class _Flatten(ir.Transformer):
         self.an = Analyzer()
 
     def _indices(self, buf: ir.Buffer, indices: tuple[ir.Expr, ...]) -> tuple[ir.Expr, ...]:
-        shape = _const_shape(buf)
-        bounds = (0, *buf.axis_separators, len(shape))
+        _const_shape(buf)
+        strides = buf.element_strides()
         out = []
-        for lo, hi in itertools.pairwise(bounds):
-            strides = _row_major(shape[lo:hi])
+        for lo, hi in buf.groups():
             acc: ir.Expr = ir.const(0)
-            for idx, stride in zip(indices[lo:hi], strides):
+            for idx, stride in zip(indices[lo:hi], strides[lo:hi]):
                 acc = ir.Add(acc, ir.Mul(idx, ir.const(stride)))
             out.append(self.an.simplify(acc))
         return tuple(out) if out else (ir.const(0),)
@@ -118,7 +131,7 @@ def flatten_buffers(func: ir.Func) -> ir.Func:
     aliases = []
     used = {id(b) for node in ir.collect(func.body, (ir.BufferLoad, ir.BufferStore)) for b in (node.buffer,)}
     for p in func.params:
-        _check_strides(p)
+        _check_strides(p, param=True)
         if p.ndim != 1 and id(p) in used:
             alias = flat_buffer(p, name=f"{p.name}_flat")
             flat[p] = alias

@@ -21,6 +21,7 @@ def _is_int(v: Any) -> bool:
 _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "str": (lambda v: isinstance(v, str), "a string"),
     "int": (_is_int, "an integer"),
+    "int | None": (_is_int, "an integer"),
     "tuple[str, ...]": (lambda v: isinstance(v, tuple) and all(isinstance(x, str) for x in v), "a list of strings"),
     "tuple[int | None, ...]": (
         lambda v: isinstance(v, tuple) and all(x is None or _is_int(x) for x in v),

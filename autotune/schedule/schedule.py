@@ -95,8 +95,9 @@ class Schedule:
     def fuse(self, *loops: str, name: str | None = None) -> Schedule:
         return self.apply("fuse", loops=tuple(loops), name=name)
 
-    def parallel(self, loop: str) -> Schedule:
-        return self.apply("parallel", loop=loop)
+    def parallel(self, loop: str, copy_align: int | None = None) -> Schedule:
+        """``copy_align``: bytes; spaces the threads' private copies of buffers computed under ``loop``."""
+        return self.apply("parallel", loop=loop, copy_align=copy_align)
 
     def vectorize(self, loop: str) -> Schedule:
         return self.apply("vectorize", loop=loop)

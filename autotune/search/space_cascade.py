@@ -14,6 +14,10 @@ from stage to stage; a global pool does not, so ``tiny_cnn`` cascades up to
     strip           0 | columns of the last stage's output per strip: the strip loop goes above
                     the tile loop, so intermediates hold tile x strip windows (0: whole rows)
     parallel        none | outer: split the tile loop in two halves run by prange
+    copy_align      0 | 65536: space the two halves' private copies of the intermediates that
+                    many bytes apart (``parallel(copy_align=...)``); side by side, two threads
+                    writing them in lockstep ran up to 1.5x slower on this machine in some processes
+                    (issue 7, ``experiments/copy_spacing.py``). Conditional: only with parallel outer
     fuse_<stage>    false | true: fuse the stage's two innermost spatial loops (columns x channels)
                     into one loop; over a row-major buffer it is one long contiguous loop, which
                     LLVM vectorises far better than a short channel loop (pool_chain 0.38 -> 0.19 ms)
@@ -75,6 +79,10 @@ def _jam(sch: Schedule, stage: str, row_dim: int, columns: int) -> Schedule:
     sch = sch.reorder(col_outer, *plan.below, col_inner, *plan.sliding, *plan.others)
     return sch.unroll(col_inner)
 
+
+COPY_ALIGNS = (0, 65536)
+"""``copy_align`` choices: side by side, or 64 KiB apart (the spacing ``experiments/copy_spacing.py`` found
+fastest; 16 and 32 KiB helped less on bottleneck)."""
 
 REGISTER_TILE = 512
 """The most accumulators (columns x channels) a ``regtile_<stage>`` choice may hold: 32 zmm registers
@@ -151,6 +159,8 @@ class CascadeFamily(Family):
             plain = (*((f"unroll_{s}", (False,)),) * (s in c.unrollable), *((f"fuse_{s}", (False,)),) * (s in c.fusable))
             out.append(choice_domain(f"regtile_{s}", (0, *tiles), plain))
         out.append(choice_domain("parallel", ("none", "outer") if c.rows > 1 else ("none",)))
+        if c.rows > 1:
+            out.append(choice_domain("copy_align", COPY_ALIGNS, (("parallel", ("outer",)),)))
         last_tiled = ((f"regtile_{c.last}", (0,)),) if c.last in dict(c.tileable) else ()
         out.append(choice_domain("vectorize", (False, True), last_tiled))
         return tuple(out)
@@ -201,7 +211,7 @@ class CascadeFamily(Family):
                 sch = _register_tile(sch, stage, dict(c.row_dims)[stage], values[f"regtile_{stage}"])
                 registers.add(stage)
         if len(outer) == 2:
-            sch = sch.parallel(outer[0])
+            sch = sch.parallel(outer[0], copy_align=values.get("copy_align") or None)
         if values["vectorize"] and c.last not in registers:
             sch = sch.vectorize(vector_loop)
         for block, buffer in c.buffers:

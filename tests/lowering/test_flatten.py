@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -75,19 +77,68 @@ def test_flatten_numbers():
     np.testing.assert_array_equal(y, x * 3.0)
 
 
-def test_strided_buffer_is_an_error():
-    func = banked_func()
+def strided(func: ir.Func, strides: tuple[int, ...]) -> ir.Func:
     t = func.body.body.buffer  # type: ignore[attr-defined]
-    strided = ir.substitute(func, bmap={t: t.with_(strides=(ir.const(1), ir.const(2), ir.const(4)))})
-    with pytest.raises(LoweringError, match=r"flatten_buffers: buffer 'S' has strides \[1, 2, 4\]; only row-major"):
-        flatten_buffers(strided)
+    return ir.substitute(func, bmap={t: t.with_(strides=tuple(ir.const(s) for s in strides))})
+
+
+def test_overlapping_strides_are_an_error():
+    with pytest.raises(
+        LoweringError,
+        match=re.escape("flatten_buffers: buffer 'S' has strides [1, 2, 4]; the stride of dimension 0 must be at least 3 so that its slices do not overlap"),
+    ):
+        flatten_buffers(strided(banked_func(), (1, 2, 4)))
+    with pytest.raises(LoweringError, match=re.escape("has strides [12, 8, 1]; the stride of dimension 0 must be at least 16")):
+        flatten_buffers(strided(banked_func(seps=()), (12, 8, 1)))
+
+
+def test_symbolic_or_missing_strides_are_an_error():
+    func = banked_func(seps=())
+    t = func.body.body.buffer  # type: ignore[attr-defined]
+    for strides, shown in (((ir.Var("s"), ir.const(8), ir.const(1)), "[s, 8, 1]"), ((ir.const(8), ir.const(1)), "[8, 1]")):
+        bad = ir.substitute(func, bmap={t: t.with_(strides=strides)})
+        with pytest.raises(LoweringError, match=re.escape(f"buffer 'S' has strides {shown}; expected one constant stride per dimension (3)")):
+            flatten_buffers(bad)
+
+
+def test_parameters_must_be_row_major():
+    func = banked_func()
+    x = func.params[0]
+    bad = ir.substitute(func, bmap={x: x.with_(strides=(ir.const(16), ir.const(1)))})
+    bad = ir.Func(bad.name, (x.with_(strides=(ir.const(16), ir.const(1))), *bad.params[1:]), bad.body)
+    with pytest.raises(LoweringError, match=re.escape("parameter buffer 'X' has strides [16, 1]; a parameter is a row-major array")):
+        flatten_buffers(bad)
 
 
 def test_row_major_strides_are_fine():
-    func = banked_func()
-    t = func.body.body.buffer  # type: ignore[attr-defined]
-    strided = ir.substitute(func, bmap={t: t.with_(strides=(ir.const(16), ir.const(8), ir.const(1)))})
-    assert str(flatten_buffers(strided)) == str(flatten_buffers(func))
+    # strides count inside each axis group: [2, 2 | 8] is row-major with [2, 1, 1]
+    assert str(flatten_buffers(strided(banked_func(), (2, 1, 1)))) == str(flatten_buffers(banked_func()))
+    assert str(flatten_buffers(strided(banked_func(seps=()), (16, 8, 1)))) == str(flatten_buffers(banked_func(seps=())))
+
+
+def padded_func() -> ir.Func:
+    """``S`` of shape [2, 2, 8] with its first dimension's slices 20 elements apart (4 padding)."""
+    return strided(banked_func(seps=()), (20, 8, 1))
+
+
+def test_padded_strides_index_and_allocate_the_span():
+    text = str(ir.verify(flatten_buffers(padded_func())))
+    # the span: 1 + 20 + 8 + 7 elements, no padding after the last slice
+    assert 'S_data = T.allocate([36], "float32")' in text
+    assert 'S = T.decl_buffer((36,), "float32", data=S_data)' in text
+    assert "S[i // 2 * 20 + i % 2 * 8 + j] = X_flat[i * 8 + j] * 3.0" in text
+    assert "Y_flat[i * 8 + j] = S[i // 2 * 20 + i % 2 * 8 + j]" in text
+
+
+@pytest.mark.slow
+def test_padded_strides_numbers():
+    from autotune.codegen import build
+
+    kernel = build(flatten_buffers(padded_func()))
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    y = np.full((4, 8), np.nan, dtype=np.float32)
+    kernel(x, y)
+    np.testing.assert_array_equal(y, x * 3.0)
 
 
 def test_blocks_are_an_error():

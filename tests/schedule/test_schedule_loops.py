@@ -103,6 +103,19 @@ def test_parallel_on_reduction_is_rejected(mm):
         sch.vectorize(k)
 
 
+@pytest.mark.parametrize("align", [0, -64, 100])
+def test_copy_align_is_a_positive_multiple_of_a_cache_line(pool, align):
+    sch = tiled(pool)
+    with pytest.raises(ScheduleError, match=re.escape(f"parallel: copy_align must be a positive multiple of 64 bytes, got {align}")):
+        sch.parallel(sch.last[0], copy_align=align)
+
+
+def test_copy_align_in_a_trace_must_be_an_integer(pool):
+    steps = '{"version": 1, "steps": [{"op": "parallel", "args": {"loop": "y_1", "copy_align": "64KiB"}}]}'
+    with pytest.raises(ScheduleError, match=re.escape("argument 'copy_align' must be an integer, got '64KiB'")):
+        Schedule.replay(pool.func, steps)
+
+
 def test_unknown_primitive_and_bad_trace(pool):
     with pytest.raises(ScheduleError, match="unknown primitive"):
         Schedule(pool.func).apply("tile_everything")
