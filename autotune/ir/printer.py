@@ -30,6 +30,11 @@ _PREC = {"or": 1, "and": 2, "==": 3, "!=": 3, "<": 3, "<=": 3, ">": 3, ">=": 3, 
 _FOR_FN = {ForKind.SERIAL: "T.serial", ForKind.PARALLEL: "T.parallel", ForKind.VECTORIZED: "T.vectorized", ForKind.UNROLLED: "T.unroll"}
 
 
+def _tuple(items: list[str]) -> str:
+    """Python's text of a tuple of these items."""
+    return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+
+
 class _Names:
     def __init__(self) -> None:
         self.by_obj: dict[int, str] = {}
@@ -108,9 +113,10 @@ class Printer:
         return f"{self.buf(br.buffer)}[{', '.join(self.range_(r) for r in br.region)}]"
 
     def buffer_decl(self, b: Buffer) -> str:
-        shape = ", ".join(self.expr(d) for d in b.shape)
-        shape = f"({shape},)" if len(b.shape) == 1 else f"({shape})"
+        shape = _tuple([self.expr(d) for d in b.shape])
         extra = ""
+        if b.strides:
+            extra += f", strides={_tuple([self.expr(x) for x in b.strides])}"
         if b.axis_separators:
             extra += f", axis_separators={list(b.axis_separators)}"
         if b.scope != "global":

@@ -156,7 +156,7 @@ def bottleneck_x_2_1_0(depthwise_data, w_project_flat, project_flat, x_2_0, y_2_
         project_flat_acc_126 = _c0
         project_flat_acc_127 = _c0
         for rc_1 in range(96):
-            ld_59 = depthwise_data[np.uintp(y_2_0 * 1536 + x_2_1_0 * 768 + rc_1)]
+            ld_59 = depthwise_data[np.uintp(y_2_0 * 16384 + x_2_1_0 * 768 + rc_1)]
             ld_60 = w_project_flat[np.uintp(rc_1 * 16)]
             project_flat_acc_0 = project_flat_acc_0 + ld_59 * ld_60
             ld_61 = w_project_flat[np.uintp(rc_1 * 16 + 1)]
@@ -189,7 +189,7 @@ def bottleneck_x_2_1_0(depthwise_data, w_project_flat, project_flat, x_2_0, y_2_
             project_flat_acc_14 = project_flat_acc_14 + ld_59 * ld_74
             ld_75 = w_project_flat[np.uintp(rc_1 * 16 + 15)]
             project_flat_acc_15 = project_flat_acc_15 + ld_59 * ld_75
-            ld_76 = depthwise_data[np.uintp(y_2_0 * 1536 + x_2_1_0 * 768 + rc_1 + 96)]
+            ld_76 = depthwise_data[np.uintp(y_2_0 * 16384 + x_2_1_0 * 768 + rc_1 + 96)]
             project_flat_acc_16 = project_flat_acc_16 + ld_76 * ld_60
             project_flat_acc_17 = project_flat_acc_17 + ld_76 * ld_61
             project_flat_acc_18 = project_flat_acc_18 + ld_76 * ld_62
@@ -206,7 +206,7 @@ def bottleneck_x_2_1_0(depthwise_data, w_project_flat, project_flat, x_2_0, y_2_
             project_flat_acc_29 = project_flat_acc_29 + ld_76 * ld_73
             project_flat_acc_30 = project_flat_acc_30 + ld_76 * ld_74
             project_flat_acc_31 = project_flat_acc_31 + ld_76 * ld_75
-            ld_77 = depthwise_data[np.uintp(y_2_0 * 1536 + x_2_1_0 * 768 + rc_1 + 192)]
+            ld_77 = depthwise_data[np.uintp(y_2_0 * 16384 + x_2_1_0 * 768 + rc_1 + 192)]
             project_flat_acc_32 = project_flat_acc_32 + ld_77 * ld_60
             project_flat_acc_33 = project_flat_acc_33 + ld_77 * ld_61
             project_flat_acc_34 = project_flat_acc_34 + ld_77 * ld_62
@@ -223,7 +223,7 @@ def bottleneck_x_2_1_0(depthwise_data, w_project_flat, project_flat, x_2_0, y_2_
             project_flat_acc_45 = project_flat_acc_45 + ld_77 * ld_73
             project_flat_acc_46 = project_flat_acc_46 + ld_77 * ld_74
             project_flat_acc_47 = project_flat_acc_47 + ld_77 * ld_75
-            ld_78 = depthwise_data[np.uintp(y_2_0 * 1536 + x_2_1_0 * 768 + rc_1 + 288)]
+            ld_78 = depthwise_data[np.uintp(y_2_0 * 16384 + x_2_1_0 * 768 + rc_1 + 288)]
             project_flat_acc_48 = project_flat_acc_48 + ld_78 * ld_60
             project_flat_acc_49 = project_flat_acc_49 + ld_78 * ld_61
             project_flat_acc_50 = project_flat_acc_50 + ld_78 * ld_62
@@ -240,7 +240,7 @@ def bottleneck_x_2_1_0(depthwise_data, w_project_flat, project_flat, x_2_0, y_2_
             project_flat_acc_61 = project_flat_acc_61 + ld_78 * ld_73
             project_flat_acc_62 = project_flat_acc_62 + ld_78 * ld_74
             project_flat_acc_63 = project_flat_acc_63 + ld_78 * ld_75
-            ld_79 = depthwise_data[np.uintp(y_2_0 * 1536 + x_2_1_0 * 768 + rc_1 + 384)]
+            ld_79 = depthwise_data[np.uintp(y_2_0 * 16384 + x_2_1_0 * 768 + rc_1 + 384)]
             project_flat_acc_64 = project_flat_acc_64 + ld_79 * ld_60
             project_flat_acc_65 = project_flat_acc_65 + ld_79 * ld_61
             project_flat_acc_66 = project_flat_acc_66 + ld_79 * ld_62
@@ -257,7 +257,7 @@ def bottleneck_x_2_1_0(depthwise_data, w_project_flat, project_flat, x_2_0, y_2_
             project_flat_acc_77 = project_flat_acc_77 + ld_79 * ld_73
             project_flat_acc_78 = project_flat_acc_78 + ld_79 * ld_74
             project_flat_acc_79 = project_flat_acc_79 + ld_79 * ld_75
-            ld_80 = depthwise_data[np.uintp(y_2_0 * 1536 + x_2_1_0 * 768 + rc_1 + 480)]
+            ld_80 = depthwise_data[np.uintp(y_2_0 * 16384 + x_2_1_0 * 768 + rc_1 + 480)]
             project_flat_acc_80 = project_flat_acc_80 + ld_80 * ld_60
             project_flat_acc_81 = project_flat_acc_81 + ld_80 * ld_61
             project_flat_acc_82 = project_flat_acc_82 + ld_80 * ld_62
@@ -274,7 +274,7 @@ def bottleneck_x_2_1_0(depthwise_data, w_project_flat, project_flat, x_2_0, y_2_
             project_flat_acc_93 = project_flat_acc_93 + ld_80 * ld_73
             project_flat_acc_94 = project_flat_acc_94 + ld_80 * ld_74
             project_flat_acc_95 = project_flat_acc_95 + ld_80 * ld_75
-            ld_81 = depthwise_data[np.uintp(y_2_0 * 1536 + x_2_1_0 * 768 + rc_1 + 576)]
+            ld_81 = depthwise_data[np.uintp(y_2_0 * 16384 + x_2_1_0 * 768 + rc_1 + 576)]
             project_flat_acc_96 = project_flat_acc_96 + ld_81 * ld_60
             project_flat_acc_97 = project_flat_acc_97 + ld_81 * ld_61
             project_flat_acc_98 = project_flat_acc_98 + ld_81 * ld_62
@@ -291,7 +291,7 @@ def bottleneck_x_2_1_0(depthwise_data, w_project_flat, project_flat, x_2_0, y_2_
             project_flat_acc_109 = project_flat_acc_109 + ld_81 * ld_73
             project_flat_acc_110 = project_flat_acc_110 + ld_81 * ld_74
             project_flat_acc_111 = project_flat_acc_111 + ld_81 * ld_75
-            ld_82 = depthwise_data[np.uintp(y_2_0 * 1536 + x_2_1_0 * 768 + rc_1 + 672)]
+            ld_82 = depthwise_data[np.uintp(y_2_0 * 16384 + x_2_1_0 * 768 + rc_1 + 672)]
             project_flat_acc_112 = project_flat_acc_112 + ld_82 * ld_60
             project_flat_acc_113 = project_flat_acc_113 + ld_82 * ld_61
             project_flat_acc_114 = project_flat_acc_114 + ld_82 * ld_62
@@ -445,8 +445,8 @@ def bottleneck(data, w_expand, w_depthwise, w_project, project, expand_data, dep
     # w_depthwise: float32[3, 3, 96]
     # w_project: float32[1, 1, 96, 16]
     # project: float32[1, 112, 112, 16]
-    # expand_data: float32[10368] (allocation expand in pool sram at offset 0)
-    # depthwise_data: float32[3072] (allocation depthwise in pool dtcm at offset 0)
+    # expand_data: float32[21568] (allocation expand in pool sram at offset 0)
+    # depthwise_data: float32[17920] (allocation depthwise in pool sram at offset 86272)
     data_flat = data.reshape(-1)
     w_expand_flat = w_expand.reshape(-1)
     w_depthwise_flat = w_depthwise.reshape(-1)
@@ -495,62 +495,62 @@ def bottleneck(data, w_expand, w_depthwise, w_project, project, expand_data, dep
                                     ld_30 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + y * 1792 + x_2_0 * 256 + x * 16 - 1793)]
                                     ld_31 = w_expand_flat[np.uintp(o + 1440)]
                                     expand_acc_0 = (expand_acc_0 + ((((ld * ld_1 + ld_2 * ld_3) + (ld_4 * ld_5 + ld_6 * ld_7)) + ((ld_8 * ld_9 + ld_10 * ld_11) + (ld_12 * ld_13 + ld_14 * ld_15))) + (((ld_16 * ld_17 + ld_18 * ld_19) + (ld_20 * ld_21 + ld_22 * ld_23)) + ((ld_24 * ld_25 + ld_26 * ld_27) + (ld_28 * ld_29 + ld_30 * ld_31)))))
-                                    expand_data[np.uintp(y_2_0 * 5184 + (y_2_0 * 56 + y_2_1 + y + 2) % 3 * 1728 + x * 96 + o)] = min(max(expand_acc_0, _c0), _c1)
+                                    expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1 + y + 2) % 3 * 1728 + x * 96 + o)] = min(max(expand_acc_0, _c0), _c1)
                 for x_1_0 in range(4):
                     for c in range(96):
                         depthwise_acc_0 = _c0
                         depthwise_acc_0 = _c0
-                        ld_32 = expand_data[np.uintp(y_2_0 * 5184 + (y_2_0 * 56 + y_2_1 + 2) % 3 * 1728 + x_1_0 * 384 + c)]
+                        ld_32 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1 + 2) % 3 * 1728 + x_1_0 * 384 + c)]
                         ld_33 = w_depthwise_flat[c]
-                        ld_34 = expand_data[np.uintp(y_2_0 * 5184 + (y_2_0 * 56 + y_2_1) % 3 * 1728 + x_1_0 * 384 + c)]
+                        ld_34 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1) % 3 * 1728 + x_1_0 * 384 + c)]
                         ld_35 = w_depthwise_flat[np.uintp(c + 288)]
-                        ld_36 = expand_data[np.uintp(y_2_0 * 5184 + (y_2_0 * 56 + y_2_1 + 1) % 3 * 1728 + x_1_0 * 384 + c)]
+                        ld_36 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1 + 1) % 3 * 1728 + x_1_0 * 384 + c)]
                         ld_37 = w_depthwise_flat[np.uintp(c + 576)]
                         t = (((ld_32 if y_2_0 * 56 + y_2_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 - 1 < 112 else _c0) * ld_33 + (ld_34 if y_2_0 * 56 + y_2_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 - 1 < 112 else _c0) * ld_35) + (ld_36 if y_2_0 * 56 + y_2_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 2 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 - 1 < 112 else _c0) * ld_37)
-                        ld_38 = expand_data[np.uintp(y_2_0 * 5184 + (y_2_0 * 56 + y_2_1 + 2) % 3 * 1728 + x_1_0 * 384 + c + 96)]
+                        ld_38 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1 + 2) % 3 * 1728 + x_1_0 * 384 + c + 96)]
                         ld_39 = w_depthwise_flat[np.uintp(c + 96)]
-                        ld_40 = expand_data[np.uintp(y_2_0 * 5184 + (y_2_0 * 56 + y_2_1) % 3 * 1728 + x_1_0 * 384 + c + 96)]
+                        ld_40 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1) % 3 * 1728 + x_1_0 * 384 + c + 96)]
                         ld_41 = w_depthwise_flat[np.uintp(c + 384)]
-                        ld_42 = expand_data[np.uintp(y_2_0 * 5184 + (y_2_0 * 56 + y_2_1 + 1) % 3 * 1728 + x_1_0 * 384 + c + 96)]
+                        ld_42 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1 + 1) % 3 * 1728 + x_1_0 * 384 + c + 96)]
                         ld_43 = w_depthwise_flat[np.uintp(c + 672)]
                         t_1 = (((ld_38 if y_2_0 * 56 + y_2_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_39 + (ld_40 if y_2_0 * 56 + y_2_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_41) + (ld_42 if y_2_0 * 56 + y_2_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 2 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_43)
-                        ld_44 = expand_data[np.uintp(y_2_0 * 5184 + (y_2_0 * 56 + y_2_1 + 2) % 3 * 1728 + x_1_0 * 384 + c + 192)]
+                        ld_44 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1 + 2) % 3 * 1728 + x_1_0 * 384 + c + 192)]
                         ld_45 = w_depthwise_flat[np.uintp(c + 192)]
-                        ld_46 = expand_data[np.uintp(y_2_0 * 5184 + (y_2_0 * 56 + y_2_1) % 3 * 1728 + x_1_0 * 384 + c + 192)]
+                        ld_46 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1) % 3 * 1728 + x_1_0 * 384 + c + 192)]
                         ld_47 = w_depthwise_flat[np.uintp(c + 480)]
-                        ld_48 = expand_data[np.uintp(y_2_0 * 5184 + (y_2_0 * 56 + y_2_1 + 1) % 3 * 1728 + x_1_0 * 384 + c + 192)]
+                        ld_48 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1 + 1) % 3 * 1728 + x_1_0 * 384 + c + 192)]
                         ld_49 = w_depthwise_flat[np.uintp(c + 768)]
                         t_2 = (((ld_44 if y_2_0 * 56 + y_2_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_45 + (ld_46 if y_2_0 * 56 + y_2_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_47) + (ld_48 if y_2_0 * 56 + y_2_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 2 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_49)
                         depthwise_acc_0 = (depthwise_acc_0 + ((t + t_1) + t_2))
-                        depthwise_data[np.uintp(y_2_0 * 1536 + x_1_0 * 384 + c)] = min(max(depthwise_acc_0, _c0), _c1)
+                        depthwise_data[np.uintp(y_2_0 * 16384 + x_1_0 * 384 + c)] = min(max(depthwise_acc_0, _c0), _c1)
                         depthwise_acc_0_1 = _c0
                         depthwise_acc_0_1 = _c0
                         t_3 = (((ld_38 if y_2_0 * 56 + y_2_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_33 + (ld_40 if y_2_0 * 56 + y_2_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_35) + (ld_42 if y_2_0 * 56 + y_2_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 2 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_37)
                         t_4 = (((ld_44 if y_2_0 * 56 + y_2_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 1 + 1 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 1 + 1 - 1 < 112 else _c0) * ld_39 + (ld_46 if y_2_0 * 56 + y_2_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 1 + 1 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 1 + 1 - 1 < 112 else _c0) * ld_41) + (ld_48 if y_2_0 * 56 + y_2_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 2 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 1 + 1 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 1 + 1 - 1 < 112 else _c0) * ld_43)
-                        ld_50 = expand_data[np.uintp(y_2_0 * 5184 + (y_2_0 * 56 + y_2_1 + 2) % 3 * 1728 + x_1_0 * 384 + c + 288)]
-                        ld_51 = expand_data[np.uintp(y_2_0 * 5184 + (y_2_0 * 56 + y_2_1) % 3 * 1728 + x_1_0 * 384 + c + 288)]
-                        ld_52 = expand_data[np.uintp(y_2_0 * 5184 + (y_2_0 * 56 + y_2_1 + 1) % 3 * 1728 + x_1_0 * 384 + c + 288)]
+                        ld_50 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1 + 2) % 3 * 1728 + x_1_0 * 384 + c + 288)]
+                        ld_51 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1) % 3 * 1728 + x_1_0 * 384 + c + 288)]
+                        ld_52 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1 + 1) % 3 * 1728 + x_1_0 * 384 + c + 288)]
                         t_5 = (((ld_50 if y_2_0 * 56 + y_2_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 1 + 2 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 1 + 2 - 1 < 112 else _c0) * ld_45 + (ld_51 if y_2_0 * 56 + y_2_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 1 + 2 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 1 + 2 - 1 < 112 else _c0) * ld_47) + (ld_52 if y_2_0 * 56 + y_2_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 2 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 1 + 2 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 1 + 2 - 1 < 112 else _c0) * ld_49)
                         depthwise_acc_0_1 = (depthwise_acc_0_1 + ((t_3 + t_4) + t_5))
-                        depthwise_data[np.uintp(y_2_0 * 1536 + x_1_0 * 384 + c + 96)] = min(max(depthwise_acc_0_1, _c0), _c1)
+                        depthwise_data[np.uintp(y_2_0 * 16384 + x_1_0 * 384 + c + 96)] = min(max(depthwise_acc_0_1, _c0), _c1)
                         depthwise_acc_0_2 = _c0
                         depthwise_acc_0_2 = _c0
                         t_6 = (((ld_44 if y_2_0 * 56 + y_2_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_33 + (ld_46 if y_2_0 * 56 + y_2_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_35) + (ld_48 if y_2_0 * 56 + y_2_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 2 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_37)
                         t_7 = (((ld_50 if y_2_0 * 56 + y_2_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 2 + 1 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 2 + 1 - 1 < 112 else _c0) * ld_39 + (ld_51 if y_2_0 * 56 + y_2_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 2 + 1 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 2 + 1 - 1 < 112 else _c0) * ld_41) + (ld_52 if y_2_0 * 56 + y_2_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 2 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 2 + 1 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 2 + 1 - 1 < 112 else _c0) * ld_43)
-                        ld_53 = expand_data[np.uintp(y_2_0 * 5184 + (y_2_0 * 56 + y_2_1 + 2) % 3 * 1728 + x_1_0 * 384 + c + 384)]
-                        ld_54 = expand_data[np.uintp(y_2_0 * 5184 + (y_2_0 * 56 + y_2_1) % 3 * 1728 + x_1_0 * 384 + c + 384)]
-                        ld_55 = expand_data[np.uintp(y_2_0 * 5184 + (y_2_0 * 56 + y_2_1 + 1) % 3 * 1728 + x_1_0 * 384 + c + 384)]
+                        ld_53 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1 + 2) % 3 * 1728 + x_1_0 * 384 + c + 384)]
+                        ld_54 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1) % 3 * 1728 + x_1_0 * 384 + c + 384)]
+                        ld_55 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1 + 1) % 3 * 1728 + x_1_0 * 384 + c + 384)]
                         t_8 = (((ld_53 if y_2_0 * 56 + y_2_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 2 + 2 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 2 + 2 - 1 < 112 else _c0) * ld_45 + (ld_54 if y_2_0 * 56 + y_2_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 2 + 2 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 2 + 2 - 1 < 112 else _c0) * ld_47) + (ld_55 if y_2_0 * 56 + y_2_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 2 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 2 + 2 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 2 + 2 - 1 < 112 else _c0) * ld_49)
                         depthwise_acc_0_2 = (depthwise_acc_0_2 + ((t_6 + t_7) + t_8))
-                        depthwise_data[np.uintp(y_2_0 * 1536 + x_1_0 * 384 + c + 192)] = min(max(depthwise_acc_0_2, _c0), _c1)
+                        depthwise_data[np.uintp(y_2_0 * 16384 + x_1_0 * 384 + c + 192)] = min(max(depthwise_acc_0_2, _c0), _c1)
                         depthwise_acc_0_3 = _c0
                         depthwise_acc_0_3 = _c0
                         t_9 = (((ld_50 if y_2_0 * 56 + y_2_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 3 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 3 - 1 < 112 else _c0) * ld_33 + (ld_51 if y_2_0 * 56 + y_2_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 3 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 3 - 1 < 112 else _c0) * ld_35) + (ld_52 if y_2_0 * 56 + y_2_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 2 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 3 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 3 - 1 < 112 else _c0) * ld_37)
                         t_10 = (((ld_53 if y_2_0 * 56 + y_2_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 3 + 1 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 3 + 1 - 1 < 112 else _c0) * ld_39 + (ld_54 if y_2_0 * 56 + y_2_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 3 + 1 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 3 + 1 - 1 < 112 else _c0) * ld_41) + (ld_55 if y_2_0 * 56 + y_2_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 2 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 3 + 1 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 3 + 1 - 1 < 112 else _c0) * ld_43)
-                        ld_56 = expand_data[np.uintp(y_2_0 * 5184 + (y_2_0 * 56 + y_2_1 + 2) % 3 * 1728 + x_1_0 * 384 + c + 480)]
-                        ld_57 = expand_data[np.uintp(y_2_0 * 5184 + (y_2_0 * 56 + y_2_1) % 3 * 1728 + x_1_0 * 384 + c + 480)]
-                        ld_58 = expand_data[np.uintp(y_2_0 * 5184 + (y_2_0 * 56 + y_2_1 + 1) % 3 * 1728 + x_1_0 * 384 + c + 480)]
+                        ld_56 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1 + 2) % 3 * 1728 + x_1_0 * 384 + c + 480)]
+                        ld_57 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1) % 3 * 1728 + x_1_0 * 384 + c + 480)]
+                        ld_58 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1 + 1) % 3 * 1728 + x_1_0 * 384 + c + 480)]
                         t_11 = (((ld_56 if y_2_0 * 56 + y_2_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 3 + 2 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 3 + 2 - 1 < 112 else _c0) * ld_45 + (ld_57 if y_2_0 * 56 + y_2_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 3 + 2 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 3 + 2 - 1 < 112 else _c0) * ld_47) + (ld_58 if y_2_0 * 56 + y_2_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 2 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 3 + 2 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 3 + 2 - 1 < 112 else _c0) * ld_49)
                         depthwise_acc_0_3 = (depthwise_acc_0_3 + ((t_9 + t_10) + t_11))
-                        depthwise_data[np.uintp(y_2_0 * 1536 + x_1_0 * 384 + c + 288)] = min(max(depthwise_acc_0_3, _c0), _c1)
+                        depthwise_data[np.uintp(y_2_0 * 16384 + x_1_0 * 384 + c + 288)] = min(max(depthwise_acc_0_3, _c0), _c1)
                 bottleneck_x_2_1_0(depthwise_data, w_project_flat, project_flat, x_2_0, y_2_0, y_2_1)

@@ -148,6 +148,8 @@ def test_copy_align_spaces_the_private_buffers(pool, run_func):
     sch = sch.parallel(outer, copy_align=1024)
     assert f'for {outer} in T.parallel(4, annotations={{"autotune.copy_align": 1024}}):' in str(sch.func)
     assert str(Schedule.replay(pool.func, sch.trace_json()).func) == str(sch.func)
+    compacted = str(lower(sch.func, until="compact_buffers").func)
+    assert 'pool1 = T.alloc_buffer((4, 1, 5, 7, 4), "float32", strides=(256, 140, 28, 4, 1))' in compacted
     lowered = run_func(pool, sch.func)
     # four 5-row copies of 140 elements, 256 elements (1024 bytes) apart; no padding after the last
     assert allocations(lowered.func)["pool1"] == (3 * 256 + 140,)
