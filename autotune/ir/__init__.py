@@ -49,7 +49,7 @@ from .expr import (
 from .functor import Transformer, Visitor, collect, free_vars, post_order_visit, substitute
 from .printer import to_text
 from .stmt import (
-    COPY_ALIGN_ATTR,
+    COPY_PAD_ATTR,
     TRUE,
     VECTORIZER_ATTR,
     Allocate,

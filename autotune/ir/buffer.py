@@ -8,9 +8,9 @@ separators stays N-d physically (for example two banks ``[2][4096]``).
 
 ``strides`` (empty: row-major) give, per dimension, its element stride inside
 its axis group. A padded layout leaves a gap after each slice of a dimension:
-compaction spaces the threads' private copies of a buffer that way (strides
-``[16384, 48, 1]`` for copies of a ``[9, 48]`` window 64 KiB apart). A group
-spans from its first element to its last, padding between slices included.
+compaction pads the threads' private copies of a buffer that way (strides
+``[1456, 48, 1]`` for copies of a ``[9, 48]`` window with at least 4 KiB after
+each). A group spans ``strides[lo] * shape[lo]`` elements, padding included.
 """
 
 from __future__ import annotations
@@ -81,10 +81,10 @@ class Buffer(Node):
         return tuple(prod(shape[k + 1 : hi]) for lo, hi in self.groups() for k in range(lo, hi))
 
     def physical_shape(self) -> tuple[int, ...]:
-        """One extent per axis group: the elements from its first to its last one (row-major: the
-        product of its dimensions; padded: no padding after the last slice)."""
+        """One extent per axis group: ``strides[lo] * shape[lo]`` elements (row-major: the product of its
+        dimensions; padded: the padding after the last slice included)."""
         shape, strides = self.const_shape(), self.element_strides()
-        return tuple(1 + sum((shape[k] - 1) * strides[k] for k in range(lo, hi)) for lo, hi in self.groups())
+        return tuple(strides[lo] * shape[lo] if hi > lo else 1 for lo, hi in self.groups())
 
     def __getitem__(self, indices: ExprLike | tuple[ExprLike, ...]) -> Expr:
         from .expr import BufferLoad

@@ -129,9 +129,9 @@ class Block(Stmt):
     predicate: Expr = TRUE
 
 
-COPY_ALIGN_ATTR = "autotune.copy_align"
+COPY_PAD_ATTR = "autotune.copy_pad"
 """Parallel loop attribute, bytes: the threads' private copies of a buffer (compaction gives each
-iteration its own) are spaced by a multiple of it (``parallel(loop, copy_align=...)``)."""
+iteration its own) are each followed by at least this many untouched bytes (``parallel(loop, copy_pad=...)``)."""
 
 VECTORIZER_ATTR = "autotune.vectorizer"
 """Function or loop attribute: ``loop`` (default) or ``slp``, how LLVM vectorises the kernel, or the

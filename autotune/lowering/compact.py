@@ -8,9 +8,10 @@ the loops inside the site, and moves into an allocation block around the site's
 body. A buffer whose site lies inside a parallel loop gets one copy per
 iteration of that loop (a leading dimension indexed by the loop variable), so
 threads never share storage; the memory plan counts every copy. A parallel loop
-annotated ``autotune.copy_align`` (bytes, by ``parallel(loop, copy_align=...)``) spaces
-the copies: the stride of their dimension is rounded up to a multiple of it,
-and the plan counts the padding.
+annotated ``autotune.copy_pad`` (bytes, by ``parallel(loop, copy_pad=...)``) puts
+at least that many untouched bytes after each copy, the last one included (padded
+strides), so no two threads write within ``copy_pad`` bytes of each other; the
+plan counts the padding.
 """
 
 from __future__ import annotations
@@ -155,27 +156,37 @@ def compact_one(func: ir.Func, buf: ir.Buffer) -> ir.Func:
 
 
 def _copy_strides(buf: ir.Buffer, prefix_loops: list[ir.For]) -> tuple[ir.Expr, ...]:
-    """Strides spacing the private copies of ``buf`` (its leading dimensions, one per loop in
-    ``prefix_loops``) by their loops' ``copy_align``; ``()`` (row-major) when none asks for it."""
-    aligns = [ir.ann_get(p.annotations, ir.COPY_ALIGN_ATTR) for p in prefix_loops]
-    if not any(aligns):
+    """Strides padding the private copies of ``buf`` (its leading dimensions, one per loop in
+    ``prefix_loops``) by their loops' ``copy_pad``; ``()`` (row-major) when none asks for it.
+
+    A padded dimension's stride is the copy plus the pad, rounded up to a multiple of 64 bytes, so
+    every copy starts as aligned as the first; the buffer spans ``shape[0] * strides[0]`` elements,
+    so the last copy is followed by its pad too.
+    """
+    pads = [ir.ann_get(p.annotations, ir.COPY_PAD_ATTR) for p in prefix_loops]
+    if not any(pads):
         return ()
     if buf.axis_separators:
-        loop = next(p for p, a in zip(prefix_loops, aligns) if a).loop_var.name
+        loop = next(p for p, a in zip(prefix_loops, pads) if a).loop_var.name
         raise LoweringError(
-            f"compact_buffers: copy_align on loop '{loop}' cannot space the copies of banked buffer '{buf.name}' "
+            f"compact_buffers: copy_pad on loop '{loop}' cannot pad the copies of banked buffer '{buf.name}' "
             f"(axis separators {[s - len(prefix_loops) for s in buf.axis_separators]}): its copies are banks of their own"
         )
     shape, size = buf.const_shape(), ir.dtype_bytes(buf.dtype)
     strides = [1] * len(shape)
     for k in reversed(range(len(shape))):
         strides[k] = strides[k + 1] * shape[k + 1] if k + 1 < len(shape) else 1
-        align = aligns[k] if k < len(aligns) else None
-        if align:
-            if align % size:
-                raise LoweringError(f"compact_buffers: copy_align {align} is not a multiple of the {size}-byte elements of '{buf.name}'")
-            strides[k] = -(-strides[k] // (align // size)) * (align // size)
+        pad = pads[k] if k < len(pads) else None
+        if pad:
+            if pad % size or COPY_UNIT % size:
+                raise LoweringError(f"compact_buffers: copy_pad {pad} is not a multiple of the {size}-byte elements of '{buf.name}'")
+            unit = COPY_UNIT // size
+            strides[k] = -(-(strides[k] + pad // size) // unit) * unit
     return tuple(ir.const(s) for s in strides)
+
+
+COPY_UNIT = 64
+"""Padded copies start at multiples of this many bytes from the first (a cache line)."""
 
 
 def _parent_loop(func: ir.Func, loop: ir.For) -> ir.For | None:

@@ -48,7 +48,7 @@ def _check_strides(buf: ir.Buffer, param: bool = False) -> None:
         return
     for lo, hi in buf.groups():
         for k in range(lo, hi):
-            least = 1 + sum((shape[j] - 1) * strides[j] for j in range(k + 1, hi))
+            least = strides[k + 1] * shape[k + 1] if k + 1 < hi else 1
             if strides[k] < least:
                 raise LoweringError(
                     f"flatten_buffers: {given}; the stride of dimension {k} must be at least {least} "

@@ -95,9 +95,9 @@ class Schedule:
     def fuse(self, *loops: str, name: str | None = None) -> Schedule:
         return self.apply("fuse", loops=tuple(loops), name=name)
 
-    def parallel(self, loop: str, copy_align: int | None = None) -> Schedule:
-        """``copy_align``: bytes; spaces the threads' private copies of buffers computed under ``loop``."""
-        return self.apply("parallel", loop=loop, copy_align=copy_align)
+    def parallel(self, loop: str, copy_pad: int | None = None) -> Schedule:
+        """``copy_pad``: bytes left untouched after each thread's private copy of a buffer computed under ``loop``."""
+        return self.apply("parallel", loop=loop, copy_pad=copy_pad)
 
     def vectorize(self, loop: str) -> Schedule:
         return self.apply("vectorize", loop=loop)

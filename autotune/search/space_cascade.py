@@ -14,10 +14,11 @@ from stage to stage; a global pool does not, so ``tiny_cnn`` cascades up to
     strip           0 | columns of the last stage's output per strip: the strip loop goes above
                     the tile loop, so intermediates hold tile x strip windows (0: whole rows)
     parallel        none | outer: split the tile loop in two halves run by prange
-    copy_align      0 | 65536: space the two halves' private copies of the intermediates that
-                    many bytes apart (``parallel(copy_align=...)``); side by side, two threads
-                    writing them in lockstep ran up to 1.5x slower on this machine in some processes
-                    (issue 7, ``experiments/copy_spacing.py``). Conditional: only with parallel outer
+    copy_pad        0 | 4096: leave that many untouched bytes after each half's private copy of an
+                    intermediate (``parallel(copy_pad=...)``). On this machine two threads writing
+                    within 4 KiB of each other (side-by-side copies, or the end of one buffer's copies
+                    next to the start of the next's) ran up to 1.7x slower in some processes
+                    (issue 7). Conditional: only with parallel outer
     fuse_<stage>    false | true: fuse the stage's two innermost spatial loops (columns x channels)
                     into one loop; over a row-major buffer it is one long contiguous loop, which
                     LLVM vectorises far better than a short channel loop (pool_chain 0.38 -> 0.19 ms)
@@ -80,9 +81,10 @@ def _jam(sch: Schedule, stage: str, row_dim: int, columns: int) -> Schedule:
     return sch.unroll(col_inner)
 
 
-COPY_ALIGNS = (0, 65536)
-"""``copy_align`` choices: side by side, or 64 KiB apart (the spacing ``experiments/copy_spacing.py`` found
-fastest; 16 and 32 KiB helped less on bottleneck)."""
+COPY_PADS = (0, 4096)
+"""``copy_pad`` choices: none, or a page. In processes where bottleneck's tuned kernel ran slow, a gap
+of 0-256 bytes after the copies left it slow, 1 KiB helped a little, and 4, 16 and 44 KiB all made it
+fast; padding to 64 KiB was no faster than 4 KiB."""
 
 REGISTER_TILE = 512
 """The most accumulators (columns x channels) a ``regtile_<stage>`` choice may hold: 32 zmm registers
@@ -160,7 +162,7 @@ class CascadeFamily(Family):
             out.append(choice_domain(f"regtile_{s}", (0, *tiles), plain))
         out.append(choice_domain("parallel", ("none", "outer") if c.rows > 1 else ("none",)))
         if c.rows > 1:
-            out.append(choice_domain("copy_align", COPY_ALIGNS, (("parallel", ("outer",)),)))
+            out.append(choice_domain("copy_pad", COPY_PADS, (("parallel", ("outer",)),)))
         last_tiled = ((f"regtile_{c.last}", (0,)),) if c.last in dict(c.tileable) else ()
         out.append(choice_domain("vectorize", (False, True), last_tiled))
         return tuple(out)
@@ -211,7 +213,7 @@ class CascadeFamily(Family):
                 sch = _register_tile(sch, stage, dict(c.row_dims)[stage], values[f"regtile_{stage}"])
                 registers.add(stage)
         if len(outer) == 2:
-            sch = sch.parallel(outer[0], copy_align=values.get("copy_align") or None)
+            sch = sch.parallel(outer[0], copy_pad=values.get("copy_pad") or None)
         if values["vectorize"] and c.last not in registers:
             sch = sch.vectorize(vector_loop)
         for block, buffer in c.buffers:

@@ -14,9 +14,15 @@ AVX2 = "+64bit,+avx,+avx2,-avx512f"
 
 @pytest.fixture
 def fresh(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    """No NUMBA_CPU_FEATURES, no width setting, numba not (yet) imported; all restored afterwards."""
-    monkeypatch.delenv("NUMBA_CPU_FEATURES", raising=False)
-    monkeypatch.delenv(target.VECTOR_WIDTH_ENV, raising=False)
+    """No NUMBA_CPU_FEATURES, no width setting, numba not (yet) imported; all restored afterwards.
+
+    Each variable is set before it is deleted: ``delenv`` of an absent variable records nothing, so
+    the features that ``configure_numba_env`` writes would outlive the test and reach every process
+    the suite starts later (AVX-512 code on a host without it: SIGILL in the measurement workers).
+    """
+    for var in ("NUMBA_CPU_FEATURES", target.VECTOR_WIDTH_ENV):
+        monkeypatch.setenv(var, "")
+        monkeypatch.delenv(var)
     monkeypatch.delitem(sys.modules, "numba", raising=False)
     return monkeypatch
 

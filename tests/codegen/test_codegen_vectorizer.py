@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 from codegen_funcs import avx2, fresh_asm, register_tiled
 
-from autotune import ir, workloads
+from autotune import ir, te, workloads
 from autotune.codegen import build, generate_source
 from autotune.errors import CodegenError, ScheduleError
 from autotune.lowering import lower
 from autotune.schedule import Schedule
+from autotune.workloads import ops, reference
 
 SLP_HEADER = "# vectorizer: slp (compiled with LLVM's loop vectorizer off and SLP on)\n"
 
@@ -107,3 +108,22 @@ def test_pool_chain_default_kernel_is_vector_max_without_gathers():
     asm = fresh_asm(kernel)
     assert re.search(r"\bvmaxps\b[^\n]*%[xyz]mm", asm), asm
     assert "vgather" not in asm
+
+
+@avx2
+@pytest.mark.slow
+def test_depthwise_default_kernel_is_packed_fmas_without_gathers():
+    # the 3x3 window is unrolled by LLVM and the 32-channel loop vectorised: packed FMAs over the
+    # channels, the padding's Select as a blend, no gathers
+    data = te.placeholder((1, 6, 6, 32), "float32", name="data")
+    weight = te.placeholder((3, 3, 32), "float32", name="w")
+    func = te.create_func([data, weight], [ops.depthwise_conv2d_nhwc(data, weight, 1, 1)], name="dw")
+    lowered = lower(func)
+    kernel = build(lowered.func, lowered.plan)
+    asm = fresh_asm(kernel)
+    assert len(re.findall(r"\bvfmadd\d+ps\b[^\n]*%[yz]mm", asm)) >= 9, asm
+    assert "vgather" not in asm
+    x, w = (np.random.default_rng(s).standard_normal(shape, dtype=np.float32) for s, shape in ((1, (1, 6, 6, 32)), (2, (3, 3, 32))))
+    out = np.full((1, 6, 6, 32), np.nan, np.float32)
+    kernel(x, w, out)
+    np.testing.assert_allclose(out, reference.depthwise_conv2d_nhwc(x, w, 1, 1), rtol=1e-4, atol=1e-4)

@@ -93,18 +93,19 @@ def test_flat_double_buffer_numbers():
 
 @pytest.mark.slow
 def test_double_buffer_keeps_spaced_private_copies():
-    """Two threads each stage their tiles of A into their own copy, 64 elements (256 bytes) apart; the
-    slot is a group of its own, so each slot holds both copies with the padding between them."""
+    """Two threads each stage their tiles of A into their own copy, each followed by 64 elements (256 bytes)
+    of padding (a stride of 8 + 64 rounded up to 16: 80); the slot is a group of its own, so each slot
+    holds both padded copies."""
     a = te.placeholder((64,), "float32", name="A")
     b = te.compute((64,), lambda i: a[i] * 2.0, name="B")
     sch = Schedule(te.create_func([a], [b], name="stage")).split("i", [2, None, 8], names=["ip", "io", "ii"])
     sch = sch.cache_read("B", 0, "global").compute_at("A_global", "io")
-    sch = sch.parallel("ip", copy_align=256).double_buffer("A_global")
+    sch = sch.parallel("ip", copy_pad=256).double_buffer("A_global")
     staged_ir = lower(sch.func, until="inject_double_buffer", verify=True).func
     buf = allocations_blocks(staged_ir)["A_global"]
-    assert (buf.const_shape(), buf.axis_separators, buf.element_strides()) == ((2, 2, 8), (1,), (1, 64, 1))
+    assert (buf.const_shape(), buf.axis_separators, buf.element_strides()) == ((2, 2, 8), (1,), (1, 80, 1))
     func = run_seed(sch)
-    assert allocations(func) == {"A_global": (2, 64 + 8)}
+    assert allocations(func) == {"A_global": (2, 2 * 80)}
 
 
 def test_matmul_double_buffer_golden(mm, golden):

@@ -85,7 +85,7 @@ def strided(func: ir.Func, strides: tuple[int, ...]) -> ir.Func:
 def test_overlapping_strides_are_an_error():
     with pytest.raises(
         LoweringError,
-        match=re.escape("flatten_buffers: buffer 'S' has strides [1, 2, 4]; the stride of dimension 0 must be at least 3 so that its slices do not overlap"),
+        match=re.escape("flatten_buffers: buffer 'S' has strides [1, 2, 4]; the stride of dimension 0 must be at least 4 so that its slices do not overlap"),
     ):
         flatten_buffers(strided(banked_func(), (1, 2, 4)))
     with pytest.raises(LoweringError, match=re.escape("has strides [12, 8, 1]; the stride of dimension 0 must be at least 16")):
@@ -117,15 +117,15 @@ def test_row_major_strides_are_fine():
 
 
 def padded_func() -> ir.Func:
-    """``S`` of shape [2, 2, 8] with its first dimension's slices 20 elements apart (4 padding)."""
+    """``S`` of shape [2, 2, 8] with its first dimension's slices 20 elements apart (4 of padding after each)."""
     return strided(banked_func(seps=()), (20, 8, 1))
 
 
 def test_padded_strides_index_and_allocate_the_span():
     text = str(ir.verify(flatten_buffers(padded_func())))
-    # the span: 1 + 20 + 8 + 7 elements, no padding after the last slice
-    assert 'S_data = T.allocate([36], "float32")' in text
-    assert 'S = T.decl_buffer((36,), "float32", data=S_data)' in text
+    # the span: 2 slices of 20 elements, the padding after the last one included
+    assert 'S_data = T.allocate([40], "float32")' in text
+    assert 'S = T.decl_buffer((40,), "float32", data=S_data)' in text
     assert "S[i // 2 * 20 + i % 2 * 8 + j] = X_flat[i * 8 + j] * 3.0" in text
     assert "Y_flat[i * 8 + j] = S[i // 2 * 20 + i % 2 * 8 + j]" in text
 

@@ -142,38 +142,39 @@ def test_parallel_tiles_get_private_buffers(pool, run_func):
     assert allocations(lowered.func)["pool1"] == (4 * 5 * 7 * 4,)
 
 
-def test_copy_align_spaces_the_private_buffers(pool, run_func):
+def test_copy_pad_follows_each_private_buffer(pool, run_func):
     sch = cascade(pool.func, "pool2", ["pool1"], tile=3)
     outer = sch.get_loops("pool2")[1]
-    sch = sch.parallel(outer, copy_align=1024)
-    assert f'for {outer} in T.parallel(4, annotations={{"autotune.copy_align": 1024}}):' in str(sch.func)
+    sch = sch.parallel(outer, copy_pad=1024)
+    assert f'for {outer} in T.parallel(4, annotations={{"autotune.copy_pad": 1024}}):' in str(sch.func)
     assert str(Schedule.replay(pool.func, sch.trace_json()).func) == str(sch.func)
     compacted = str(lower(sch.func, until="compact_buffers").func)
-    assert 'pool1 = T.alloc_buffer((4, 1, 5, 7, 4), "float32", strides=(256, 140, 28, 4, 1))' in compacted
+    # 140 elements + 256 of pad (1024 bytes), rounded up to 16 (64 bytes): 400
+    assert 'pool1 = T.alloc_buffer((4, 1, 5, 7, 4), "float32", strides=(400, 140, 28, 4, 1))' in compacted
     lowered = run_func(pool, sch.func)
-    # four 5-row copies of 140 elements, 256 elements (1024 bytes) apart; no padding after the last
-    assert allocations(lowered.func)["pool1"] == (3 * 256 + 140,)
-    assert lowered.plan.total_peak == (3 * 256 + 140) * 4
-    assert f"pool1[{outer} * 256 + y * 28 + x * 4 + c] = pool1_acc[0]" in str(lowered.func)
+    # four 5-row copies, each followed by its padding, the last one too
+    assert allocations(lowered.func)["pool1"] == (4 * 400,)
+    assert lowered.plan.total_peak == 4 * 400 * 4
+    assert f"pool1[{outer} * 400 + y * 28 + x * 4 + c] = pool1_acc[0]" in str(lowered.func)
 
 
-def test_copy_align_needs_unbanked_copies_of_whole_elements(pool):
+def test_copy_pad_needs_unbanked_copies_of_whole_elements(pool):
     sch = cascade(pool.func, "pool2", ["pool1"], tile=3)
     outer = sch.get_loops("pool2")[1]
     banked = sch.transform_layout("pool1", "pool1", lambda n, y, x, c: [n, y, AXIS_SEPARATOR, x, c])
     with pytest.raises(
         LoweringError,
         match=re.escape(
-            f"compact_buffers: copy_align on loop '{outer}' cannot space the copies of banked buffer 'pool1' "
+            f"compact_buffers: copy_pad on loop '{outer}' cannot pad the copies of banked buffer 'pool1' "
             "(axis separators [2]): its copies are banks of their own"
         ),
     ):
-        lower(banked.parallel(outer, copy_align=1024).func)
+        lower(banked.parallel(outer, copy_pad=1024).func)
     # the primitive asks for a multiple of 64; an annotation written by hand may not be one
     func = sch.parallel(outer).func
     loop = loop_path(func, outer, "test")[-1]
-    odd = replace_stmt(func, loop, replace(loop, annotations=ir.ann_set(loop.annotations, ir.COPY_ALIGN_ATTR, 6)))
-    with pytest.raises(LoweringError, match=re.escape("compact_buffers: copy_align 6 is not a multiple of the 4-byte elements of 'pool1'")):
+    odd = replace_stmt(func, loop, replace(loop, annotations=ir.ann_set(loop.annotations, ir.COPY_PAD_ATTR, 6)))
+    with pytest.raises(LoweringError, match=re.escape("compact_buffers: copy_pad 6 is not a multiple of the 4-byte elements of 'pool1'")):
         lower(odd)
 
 

@@ -103,16 +103,16 @@ def test_parallel_on_reduction_is_rejected(mm):
         sch.vectorize(k)
 
 
-@pytest.mark.parametrize("align", [0, -64, 100])
-def test_copy_align_is_a_positive_multiple_of_a_cache_line(pool, align):
+@pytest.mark.parametrize("pad", [0, -64, 100])
+def test_copy_pad_is_a_positive_multiple_of_a_cache_line(pool, pad):
     sch = tiled(pool)
-    with pytest.raises(ScheduleError, match=re.escape(f"parallel: copy_align must be a positive multiple of 64 bytes, got {align}")):
-        sch.parallel(sch.last[0], copy_align=align)
+    with pytest.raises(ScheduleError, match=re.escape(f"parallel: copy_pad must be a positive multiple of 64 bytes, got {pad}")):
+        sch.parallel(sch.last[0], copy_pad=pad)
 
 
-def test_copy_align_in_a_trace_must_be_an_integer(pool):
-    steps = '{"version": 1, "steps": [{"op": "parallel", "args": {"loop": "y_1", "copy_align": "64KiB"}}]}'
-    with pytest.raises(ScheduleError, match=re.escape("argument 'copy_align' must be an integer, got '64KiB'")):
+def test_copy_pad_in_a_trace_must_be_an_integer(pool):
+    steps = '{"version": 1, "steps": [{"op": "parallel", "args": {"loop": "y_1", "copy_pad": "64KiB"}}]}'
+    with pytest.raises(ScheduleError, match=re.escape("argument 'copy_pad' must be an integer, got '64KiB'")):
         Schedule.replay(pool.func, steps)
 
 

@@ -69,7 +69,7 @@ def test_pool_chain_knobs() -> None:
         Knob("jam_pool1", (1, 2, 4), (("unroll_pool1", (True,)), ("fuse_pool1", (False,)))),
         Knob("jam_pool2", (1, 2, 4), (("unroll_pool2", (True,)), ("fuse_pool2", (False,)))),
         Knob("parallel", ("none", "outer")),
-        Knob("copy_align", (0, 65536), (("parallel", ("outer",)),)),
+        Knob("copy_pad", (0, 4096), (("parallel", ("outer",)),)),
         Knob("vectorize", (False, True)),
     )
     assert space.fixed == ()
@@ -86,11 +86,11 @@ def test_pool_chain_knobs() -> None:
         "jam_pool1": 1,
         "jam_pool2": 1,
         "parallel": "none",
-        "copy_align": 0,
+        "copy_pad": 0,
         "vectorize": False,
     }
     # jam_<stage> counts 3 only where unroll is on and fuse off (1 of 4 cases): 1.5x per stage;
-    # copy_align counts 2 only with parallel outer: 1.5x
+    # copy_pad counts 2 only with parallel outer: 1.5x
     assert space.size() == 768 * 16 * 3 // 2 * 3 // 2 * 3 // 2
 
 
@@ -106,8 +106,8 @@ def test_conditional_knobs_are_sampled_only_where_they_matter() -> None:
     drawn = [random_assignment(space, rng) for _ in range(200)]
     assert all(d["jam_pool2"] == 1 for d in drawn if not d["unroll_pool2"] or d["fuse_pool2"])
     assert {d["jam_pool2"] for d in drawn if d["unroll_pool2"] and not d["fuse_pool2"]} == {1, 2, 4}
-    assert {d["copy_align"] for d in drawn if d["parallel"] == "none"} == {0}
-    assert {d["copy_align"] for d in drawn if d["parallel"] == "outer"} == {0, 65536}
+    assert {d["copy_pad"] for d in drawn if d["parallel"] == "none"} == {0}
+    assert {d["copy_pad"] for d in drawn if d["parallel"] == "outer"} == {0, 4096}
 
 
 def test_requirements_on_fixed_knobs_are_settled_when_the_space_loads() -> None:
@@ -216,15 +216,15 @@ def test_tiling_saves_memory() -> None:
     assert (whole, tiled) == (34 * 34 * 16 * 4, 6 * 34 * 16 * 4)
 
 
-def test_copy_align_spaces_the_halves_windows() -> None:
+def test_copy_pad_follows_each_halfs_window_by_a_page() -> None:
     wl, space = small("pool_chain")
     values = {"tile_rows": 4, "mode_pool1": "rolling", "parallel": "outer"}
     side_by_side = lower(space.apply(wl.func, values).func, pools=BIG)
-    spaced = lower(space.apply(wl.func, values | {"copy_align": 65536}).func, pools=BIG)
+    padded = lower(space.apply(wl.func, values | {"copy_pad": 4096}).func, pools=BIG)
     window = 6 * 34 * 16  # a rolling window of 6 pool1 rows per half
     assert side_by_side.plan.total_peak == 2 * window * 4
-    assert spaced.plan.total_peak == (16384 + window) * 4  # the second half's window starts 64 KiB on
-    assert "pool1[y_1_0 * 16384 + " in str(spaced.func)
+    assert padded.plan.total_peak == 2 * (window + 1024) * 4  # each window followed by 4 KiB
+    assert "pool1[y_1_0 * 4288 + " in str(padded.func)
 
 
 def test_trace_of_a_cascade(golden: Any) -> None:
@@ -379,7 +379,7 @@ def test_narrow_fix_and_globs() -> None:
         "regtile_expand": (0, 1, 2, 4, 8),
         "regtile_project": (0, 1, 2, 4, 8),
         "parallel": ("none", "outer"),
-        "copy_align": (0, 65536),
+        "copy_pad": (0, 4096),
     }
     assert dict(space.fixed) == {
         "at_expand": "tile",
