@@ -448,6 +448,10 @@ def _machine() -> str:
                 break
     except OSError:
         pass
+    import llvmlite.binding as llvm  # the CPU LLVM compiles for: the tuned kernels are only comparable on one kind
+
+    avx512 = "+avx512f" in str(llvm.get_host_cpu_features().flatten()).split(",")
+    model += f" (LLVM cpu {llvm.get_host_cpu_name()}, {'with' if avx512 else 'no'} AVX-512)"
     try:
         import torch
 

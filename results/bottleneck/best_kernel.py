@@ -8,9 +8,9 @@ _c0 = np.float32(0.0)
 _c1 = np.float32(6.0)
 
 
-@numba.njit("void(float32[::1], float32[::1], float32[::1], int64, int64, int64)", cache=True, fastmath={"afn", "arcp", "contract", "nsz", "reassoc"}, nogil=True, error_model="numpy")
-def bottleneck_x_2_1_0(depthwise_data, w_project_flat, project_flat, x_2_0, y_2_0, y_2_1):
-    for x_2_1_0 in range(2):
+@numba.njit("void(float32[::1], float32[::1], float32[::1], int64, int64, int64, int64)", cache=True, fastmath={"afn", "arcp", "contract", "nsz", "reassoc"}, nogil=True, error_model="numpy")
+def bottleneck_x_2_1_0(depthwise_data, w_project_flat, project_flat, x_2_0, y_2_0, y_2_1, y_2_2):
+    for x_2_1_0 in range(7):
         project_flat_acc_0 = _c0; project_flat_acc_1 = _c0; project_flat_acc_2 = _c0; project_flat_acc_3 = _c0; project_flat_acc_4 = _c0; project_flat_acc_5 = _c0; project_flat_acc_6 = _c0; project_flat_acc_7 = _c0
         project_flat_acc_8 = _c0; project_flat_acc_9 = _c0; project_flat_acc_10 = _c0; project_flat_acc_11 = _c0; project_flat_acc_12 = _c0; project_flat_acc_13 = _c0; project_flat_acc_14 = _c0; project_flat_acc_15 = _c0
         project_flat_acc_16 = _c0; project_flat_acc_17 = _c0; project_flat_acc_18 = _c0; project_flat_acc_19 = _c0; project_flat_acc_20 = _c0; project_flat_acc_21 = _c0; project_flat_acc_22 = _c0; project_flat_acc_23 = _c0
@@ -19,14 +19,6 @@ def bottleneck_x_2_1_0(depthwise_data, w_project_flat, project_flat, x_2_0, y_2_
         project_flat_acc_40 = _c0; project_flat_acc_41 = _c0; project_flat_acc_42 = _c0; project_flat_acc_43 = _c0; project_flat_acc_44 = _c0; project_flat_acc_45 = _c0; project_flat_acc_46 = _c0; project_flat_acc_47 = _c0
         project_flat_acc_48 = _c0; project_flat_acc_49 = _c0; project_flat_acc_50 = _c0; project_flat_acc_51 = _c0; project_flat_acc_52 = _c0; project_flat_acc_53 = _c0; project_flat_acc_54 = _c0; project_flat_acc_55 = _c0
         project_flat_acc_56 = _c0; project_flat_acc_57 = _c0; project_flat_acc_58 = _c0; project_flat_acc_59 = _c0; project_flat_acc_60 = _c0; project_flat_acc_61 = _c0; project_flat_acc_62 = _c0; project_flat_acc_63 = _c0
-        project_flat_acc_64 = _c0; project_flat_acc_65 = _c0; project_flat_acc_66 = _c0; project_flat_acc_67 = _c0; project_flat_acc_68 = _c0; project_flat_acc_69 = _c0; project_flat_acc_70 = _c0; project_flat_acc_71 = _c0
-        project_flat_acc_72 = _c0; project_flat_acc_73 = _c0; project_flat_acc_74 = _c0; project_flat_acc_75 = _c0; project_flat_acc_76 = _c0; project_flat_acc_77 = _c0; project_flat_acc_78 = _c0; project_flat_acc_79 = _c0
-        project_flat_acc_80 = _c0; project_flat_acc_81 = _c0; project_flat_acc_82 = _c0; project_flat_acc_83 = _c0; project_flat_acc_84 = _c0; project_flat_acc_85 = _c0; project_flat_acc_86 = _c0; project_flat_acc_87 = _c0
-        project_flat_acc_88 = _c0; project_flat_acc_89 = _c0; project_flat_acc_90 = _c0; project_flat_acc_91 = _c0; project_flat_acc_92 = _c0; project_flat_acc_93 = _c0; project_flat_acc_94 = _c0; project_flat_acc_95 = _c0
-        project_flat_acc_96 = _c0; project_flat_acc_97 = _c0; project_flat_acc_98 = _c0; project_flat_acc_99 = _c0; project_flat_acc_100 = _c0; project_flat_acc_101 = _c0; project_flat_acc_102 = _c0; project_flat_acc_103 = _c0
-        project_flat_acc_104 = _c0; project_flat_acc_105 = _c0; project_flat_acc_106 = _c0; project_flat_acc_107 = _c0; project_flat_acc_108 = _c0; project_flat_acc_109 = _c0; project_flat_acc_110 = _c0; project_flat_acc_111 = _c0
-        project_flat_acc_112 = _c0; project_flat_acc_113 = _c0; project_flat_acc_114 = _c0; project_flat_acc_115 = _c0; project_flat_acc_116 = _c0; project_flat_acc_117 = _c0; project_flat_acc_118 = _c0; project_flat_acc_119 = _c0
-        project_flat_acc_120 = _c0; project_flat_acc_121 = _c0; project_flat_acc_122 = _c0; project_flat_acc_123 = _c0; project_flat_acc_124 = _c0; project_flat_acc_125 = _c0; project_flat_acc_126 = _c0; project_flat_acc_127 = _c0
         project_flat_acc_0 = _c0
         project_flat_acc_1 = _c0
         project_flat_acc_2 = _c0
@@ -91,72 +83,8 @@ def bottleneck_x_2_1_0(depthwise_data, w_project_flat, project_flat, x_2_0, y_2_
         project_flat_acc_61 = _c0
         project_flat_acc_62 = _c0
         project_flat_acc_63 = _c0
-        project_flat_acc_64 = _c0
-        project_flat_acc_65 = _c0
-        project_flat_acc_66 = _c0
-        project_flat_acc_67 = _c0
-        project_flat_acc_68 = _c0
-        project_flat_acc_69 = _c0
-        project_flat_acc_70 = _c0
-        project_flat_acc_71 = _c0
-        project_flat_acc_72 = _c0
-        project_flat_acc_73 = _c0
-        project_flat_acc_74 = _c0
-        project_flat_acc_75 = _c0
-        project_flat_acc_76 = _c0
-        project_flat_acc_77 = _c0
-        project_flat_acc_78 = _c0
-        project_flat_acc_79 = _c0
-        project_flat_acc_80 = _c0
-        project_flat_acc_81 = _c0
-        project_flat_acc_82 = _c0
-        project_flat_acc_83 = _c0
-        project_flat_acc_84 = _c0
-        project_flat_acc_85 = _c0
-        project_flat_acc_86 = _c0
-        project_flat_acc_87 = _c0
-        project_flat_acc_88 = _c0
-        project_flat_acc_89 = _c0
-        project_flat_acc_90 = _c0
-        project_flat_acc_91 = _c0
-        project_flat_acc_92 = _c0
-        project_flat_acc_93 = _c0
-        project_flat_acc_94 = _c0
-        project_flat_acc_95 = _c0
-        project_flat_acc_96 = _c0
-        project_flat_acc_97 = _c0
-        project_flat_acc_98 = _c0
-        project_flat_acc_99 = _c0
-        project_flat_acc_100 = _c0
-        project_flat_acc_101 = _c0
-        project_flat_acc_102 = _c0
-        project_flat_acc_103 = _c0
-        project_flat_acc_104 = _c0
-        project_flat_acc_105 = _c0
-        project_flat_acc_106 = _c0
-        project_flat_acc_107 = _c0
-        project_flat_acc_108 = _c0
-        project_flat_acc_109 = _c0
-        project_flat_acc_110 = _c0
-        project_flat_acc_111 = _c0
-        project_flat_acc_112 = _c0
-        project_flat_acc_113 = _c0
-        project_flat_acc_114 = _c0
-        project_flat_acc_115 = _c0
-        project_flat_acc_116 = _c0
-        project_flat_acc_117 = _c0
-        project_flat_acc_118 = _c0
-        project_flat_acc_119 = _c0
-        project_flat_acc_120 = _c0
-        project_flat_acc_121 = _c0
-        project_flat_acc_122 = _c0
-        project_flat_acc_123 = _c0
-        project_flat_acc_124 = _c0
-        project_flat_acc_125 = _c0
-        project_flat_acc_126 = _c0
-        project_flat_acc_127 = _c0
         for rc_1 in range(96):
-            ld_59 = depthwise_data[np.uintp(y_2_0 * 16384 + x_2_1_0 * 768 + rc_1)]
+            ld_59 = depthwise_data[np.uintp(y_2_0 * 11776 + y_2_2 * 2688 + x_2_1_0 * 384 + rc_1)]
             ld_60 = w_project_flat[np.uintp(rc_1 * 16)]
             project_flat_acc_0 = project_flat_acc_0 + ld_59 * ld_60
             ld_61 = w_project_flat[np.uintp(rc_1 * 16 + 1)]
@@ -189,7 +117,7 @@ def bottleneck_x_2_1_0(depthwise_data, w_project_flat, project_flat, x_2_0, y_2_
             project_flat_acc_14 = project_flat_acc_14 + ld_59 * ld_74
             ld_75 = w_project_flat[np.uintp(rc_1 * 16 + 15)]
             project_flat_acc_15 = project_flat_acc_15 + ld_59 * ld_75
-            ld_76 = depthwise_data[np.uintp(y_2_0 * 16384 + x_2_1_0 * 768 + rc_1 + 96)]
+            ld_76 = depthwise_data[np.uintp(y_2_0 * 11776 + y_2_2 * 2688 + x_2_1_0 * 384 + rc_1 + 96)]
             project_flat_acc_16 = project_flat_acc_16 + ld_76 * ld_60
             project_flat_acc_17 = project_flat_acc_17 + ld_76 * ld_61
             project_flat_acc_18 = project_flat_acc_18 + ld_76 * ld_62
@@ -206,7 +134,7 @@ def bottleneck_x_2_1_0(depthwise_data, w_project_flat, project_flat, x_2_0, y_2_
             project_flat_acc_29 = project_flat_acc_29 + ld_76 * ld_73
             project_flat_acc_30 = project_flat_acc_30 + ld_76 * ld_74
             project_flat_acc_31 = project_flat_acc_31 + ld_76 * ld_75
-            ld_77 = depthwise_data[np.uintp(y_2_0 * 16384 + x_2_1_0 * 768 + rc_1 + 192)]
+            ld_77 = depthwise_data[np.uintp(y_2_0 * 11776 + y_2_2 * 2688 + x_2_1_0 * 384 + rc_1 + 192)]
             project_flat_acc_32 = project_flat_acc_32 + ld_77 * ld_60
             project_flat_acc_33 = project_flat_acc_33 + ld_77 * ld_61
             project_flat_acc_34 = project_flat_acc_34 + ld_77 * ld_62
@@ -223,7 +151,7 @@ def bottleneck_x_2_1_0(depthwise_data, w_project_flat, project_flat, x_2_0, y_2_
             project_flat_acc_45 = project_flat_acc_45 + ld_77 * ld_73
             project_flat_acc_46 = project_flat_acc_46 + ld_77 * ld_74
             project_flat_acc_47 = project_flat_acc_47 + ld_77 * ld_75
-            ld_78 = depthwise_data[np.uintp(y_2_0 * 16384 + x_2_1_0 * 768 + rc_1 + 288)]
+            ld_78 = depthwise_data[np.uintp(y_2_0 * 11776 + y_2_2 * 2688 + x_2_1_0 * 384 + rc_1 + 288)]
             project_flat_acc_48 = project_flat_acc_48 + ld_78 * ld_60
             project_flat_acc_49 = project_flat_acc_49 + ld_78 * ld_61
             project_flat_acc_50 = project_flat_acc_50 + ld_78 * ld_62
@@ -240,202 +168,70 @@ def bottleneck_x_2_1_0(depthwise_data, w_project_flat, project_flat, x_2_0, y_2_
             project_flat_acc_61 = project_flat_acc_61 + ld_78 * ld_73
             project_flat_acc_62 = project_flat_acc_62 + ld_78 * ld_74
             project_flat_acc_63 = project_flat_acc_63 + ld_78 * ld_75
-            ld_79 = depthwise_data[np.uintp(y_2_0 * 16384 + x_2_1_0 * 768 + rc_1 + 384)]
-            project_flat_acc_64 = project_flat_acc_64 + ld_79 * ld_60
-            project_flat_acc_65 = project_flat_acc_65 + ld_79 * ld_61
-            project_flat_acc_66 = project_flat_acc_66 + ld_79 * ld_62
-            project_flat_acc_67 = project_flat_acc_67 + ld_79 * ld_63
-            project_flat_acc_68 = project_flat_acc_68 + ld_79 * ld_64
-            project_flat_acc_69 = project_flat_acc_69 + ld_79 * ld_65
-            project_flat_acc_70 = project_flat_acc_70 + ld_79 * ld_66
-            project_flat_acc_71 = project_flat_acc_71 + ld_79 * ld_67
-            project_flat_acc_72 = project_flat_acc_72 + ld_79 * ld_68
-            project_flat_acc_73 = project_flat_acc_73 + ld_79 * ld_69
-            project_flat_acc_74 = project_flat_acc_74 + ld_79 * ld_70
-            project_flat_acc_75 = project_flat_acc_75 + ld_79 * ld_71
-            project_flat_acc_76 = project_flat_acc_76 + ld_79 * ld_72
-            project_flat_acc_77 = project_flat_acc_77 + ld_79 * ld_73
-            project_flat_acc_78 = project_flat_acc_78 + ld_79 * ld_74
-            project_flat_acc_79 = project_flat_acc_79 + ld_79 * ld_75
-            ld_80 = depthwise_data[np.uintp(y_2_0 * 16384 + x_2_1_0 * 768 + rc_1 + 480)]
-            project_flat_acc_80 = project_flat_acc_80 + ld_80 * ld_60
-            project_flat_acc_81 = project_flat_acc_81 + ld_80 * ld_61
-            project_flat_acc_82 = project_flat_acc_82 + ld_80 * ld_62
-            project_flat_acc_83 = project_flat_acc_83 + ld_80 * ld_63
-            project_flat_acc_84 = project_flat_acc_84 + ld_80 * ld_64
-            project_flat_acc_85 = project_flat_acc_85 + ld_80 * ld_65
-            project_flat_acc_86 = project_flat_acc_86 + ld_80 * ld_66
-            project_flat_acc_87 = project_flat_acc_87 + ld_80 * ld_67
-            project_flat_acc_88 = project_flat_acc_88 + ld_80 * ld_68
-            project_flat_acc_89 = project_flat_acc_89 + ld_80 * ld_69
-            project_flat_acc_90 = project_flat_acc_90 + ld_80 * ld_70
-            project_flat_acc_91 = project_flat_acc_91 + ld_80 * ld_71
-            project_flat_acc_92 = project_flat_acc_92 + ld_80 * ld_72
-            project_flat_acc_93 = project_flat_acc_93 + ld_80 * ld_73
-            project_flat_acc_94 = project_flat_acc_94 + ld_80 * ld_74
-            project_flat_acc_95 = project_flat_acc_95 + ld_80 * ld_75
-            ld_81 = depthwise_data[np.uintp(y_2_0 * 16384 + x_2_1_0 * 768 + rc_1 + 576)]
-            project_flat_acc_96 = project_flat_acc_96 + ld_81 * ld_60
-            project_flat_acc_97 = project_flat_acc_97 + ld_81 * ld_61
-            project_flat_acc_98 = project_flat_acc_98 + ld_81 * ld_62
-            project_flat_acc_99 = project_flat_acc_99 + ld_81 * ld_63
-            project_flat_acc_100 = project_flat_acc_100 + ld_81 * ld_64
-            project_flat_acc_101 = project_flat_acc_101 + ld_81 * ld_65
-            project_flat_acc_102 = project_flat_acc_102 + ld_81 * ld_66
-            project_flat_acc_103 = project_flat_acc_103 + ld_81 * ld_67
-            project_flat_acc_104 = project_flat_acc_104 + ld_81 * ld_68
-            project_flat_acc_105 = project_flat_acc_105 + ld_81 * ld_69
-            project_flat_acc_106 = project_flat_acc_106 + ld_81 * ld_70
-            project_flat_acc_107 = project_flat_acc_107 + ld_81 * ld_71
-            project_flat_acc_108 = project_flat_acc_108 + ld_81 * ld_72
-            project_flat_acc_109 = project_flat_acc_109 + ld_81 * ld_73
-            project_flat_acc_110 = project_flat_acc_110 + ld_81 * ld_74
-            project_flat_acc_111 = project_flat_acc_111 + ld_81 * ld_75
-            ld_82 = depthwise_data[np.uintp(y_2_0 * 16384 + x_2_1_0 * 768 + rc_1 + 672)]
-            project_flat_acc_112 = project_flat_acc_112 + ld_82 * ld_60
-            project_flat_acc_113 = project_flat_acc_113 + ld_82 * ld_61
-            project_flat_acc_114 = project_flat_acc_114 + ld_82 * ld_62
-            project_flat_acc_115 = project_flat_acc_115 + ld_82 * ld_63
-            project_flat_acc_116 = project_flat_acc_116 + ld_82 * ld_64
-            project_flat_acc_117 = project_flat_acc_117 + ld_82 * ld_65
-            project_flat_acc_118 = project_flat_acc_118 + ld_82 * ld_66
-            project_flat_acc_119 = project_flat_acc_119 + ld_82 * ld_67
-            project_flat_acc_120 = project_flat_acc_120 + ld_82 * ld_68
-            project_flat_acc_121 = project_flat_acc_121 + ld_82 * ld_69
-            project_flat_acc_122 = project_flat_acc_122 + ld_82 * ld_70
-            project_flat_acc_123 = project_flat_acc_123 + ld_82 * ld_71
-            project_flat_acc_124 = project_flat_acc_124 + ld_82 * ld_72
-            project_flat_acc_125 = project_flat_acc_125 + ld_82 * ld_73
-            project_flat_acc_126 = project_flat_acc_126 + ld_82 * ld_74
-            project_flat_acc_127 = project_flat_acc_127 + ld_82 * ld_75
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128)] = project_flat_acc_0
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 1)] = project_flat_acc_1
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 2)] = project_flat_acc_2
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 3)] = project_flat_acc_3
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 4)] = project_flat_acc_4
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 5)] = project_flat_acc_5
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 6)] = project_flat_acc_6
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 7)] = project_flat_acc_7
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 8)] = project_flat_acc_8
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 9)] = project_flat_acc_9
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 10)] = project_flat_acc_10
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 11)] = project_flat_acc_11
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 12)] = project_flat_acc_12
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 13)] = project_flat_acc_13
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 14)] = project_flat_acc_14
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 15)] = project_flat_acc_15
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 16)] = project_flat_acc_16
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 17)] = project_flat_acc_17
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 18)] = project_flat_acc_18
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 19)] = project_flat_acc_19
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 20)] = project_flat_acc_20
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 21)] = project_flat_acc_21
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 22)] = project_flat_acc_22
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 23)] = project_flat_acc_23
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 24)] = project_flat_acc_24
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 25)] = project_flat_acc_25
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 26)] = project_flat_acc_26
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 27)] = project_flat_acc_27
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 28)] = project_flat_acc_28
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 29)] = project_flat_acc_29
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 30)] = project_flat_acc_30
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 31)] = project_flat_acc_31
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 32)] = project_flat_acc_32
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 33)] = project_flat_acc_33
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 34)] = project_flat_acc_34
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 35)] = project_flat_acc_35
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 36)] = project_flat_acc_36
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 37)] = project_flat_acc_37
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 38)] = project_flat_acc_38
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 39)] = project_flat_acc_39
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 40)] = project_flat_acc_40
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 41)] = project_flat_acc_41
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 42)] = project_flat_acc_42
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 43)] = project_flat_acc_43
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 44)] = project_flat_acc_44
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 45)] = project_flat_acc_45
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 46)] = project_flat_acc_46
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 47)] = project_flat_acc_47
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 48)] = project_flat_acc_48
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 49)] = project_flat_acc_49
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 50)] = project_flat_acc_50
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 51)] = project_flat_acc_51
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 52)] = project_flat_acc_52
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 53)] = project_flat_acc_53
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 54)] = project_flat_acc_54
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 55)] = project_flat_acc_55
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 56)] = project_flat_acc_56
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 57)] = project_flat_acc_57
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 58)] = project_flat_acc_58
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 59)] = project_flat_acc_59
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 60)] = project_flat_acc_60
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 61)] = project_flat_acc_61
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 62)] = project_flat_acc_62
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 63)] = project_flat_acc_63
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 64)] = project_flat_acc_64
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 65)] = project_flat_acc_65
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 66)] = project_flat_acc_66
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 67)] = project_flat_acc_67
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 68)] = project_flat_acc_68
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 69)] = project_flat_acc_69
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 70)] = project_flat_acc_70
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 71)] = project_flat_acc_71
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 72)] = project_flat_acc_72
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 73)] = project_flat_acc_73
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 74)] = project_flat_acc_74
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 75)] = project_flat_acc_75
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 76)] = project_flat_acc_76
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 77)] = project_flat_acc_77
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 78)] = project_flat_acc_78
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 79)] = project_flat_acc_79
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 80)] = project_flat_acc_80
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 81)] = project_flat_acc_81
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 82)] = project_flat_acc_82
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 83)] = project_flat_acc_83
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 84)] = project_flat_acc_84
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 85)] = project_flat_acc_85
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 86)] = project_flat_acc_86
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 87)] = project_flat_acc_87
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 88)] = project_flat_acc_88
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 89)] = project_flat_acc_89
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 90)] = project_flat_acc_90
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 91)] = project_flat_acc_91
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 92)] = project_flat_acc_92
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 93)] = project_flat_acc_93
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 94)] = project_flat_acc_94
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 95)] = project_flat_acc_95
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 96)] = project_flat_acc_96
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 97)] = project_flat_acc_97
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 98)] = project_flat_acc_98
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 99)] = project_flat_acc_99
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 100)] = project_flat_acc_100
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 101)] = project_flat_acc_101
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 102)] = project_flat_acc_102
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 103)] = project_flat_acc_103
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 104)] = project_flat_acc_104
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 105)] = project_flat_acc_105
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 106)] = project_flat_acc_106
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 107)] = project_flat_acc_107
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 108)] = project_flat_acc_108
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 109)] = project_flat_acc_109
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 110)] = project_flat_acc_110
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 111)] = project_flat_acc_111
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 112)] = project_flat_acc_112
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 113)] = project_flat_acc_113
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 114)] = project_flat_acc_114
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 115)] = project_flat_acc_115
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 116)] = project_flat_acc_116
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 117)] = project_flat_acc_117
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 118)] = project_flat_acc_118
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 119)] = project_flat_acc_119
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 120)] = project_flat_acc_120
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 121)] = project_flat_acc_121
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 122)] = project_flat_acc_122
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 123)] = project_flat_acc_123
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 124)] = project_flat_acc_124
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 125)] = project_flat_acc_125
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 126)] = project_flat_acc_126
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + x_2_0 * 256 + x_2_1_0 * 128 + 127)] = project_flat_acc_127
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64)] = project_flat_acc_0
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 1)] = project_flat_acc_1
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 2)] = project_flat_acc_2
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 3)] = project_flat_acc_3
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 4)] = project_flat_acc_4
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 5)] = project_flat_acc_5
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 6)] = project_flat_acc_6
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 7)] = project_flat_acc_7
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 8)] = project_flat_acc_8
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 9)] = project_flat_acc_9
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 10)] = project_flat_acc_10
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 11)] = project_flat_acc_11
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 12)] = project_flat_acc_12
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 13)] = project_flat_acc_13
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 14)] = project_flat_acc_14
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 15)] = project_flat_acc_15
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 16)] = project_flat_acc_16
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 17)] = project_flat_acc_17
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 18)] = project_flat_acc_18
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 19)] = project_flat_acc_19
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 20)] = project_flat_acc_20
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 21)] = project_flat_acc_21
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 22)] = project_flat_acc_22
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 23)] = project_flat_acc_23
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 24)] = project_flat_acc_24
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 25)] = project_flat_acc_25
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 26)] = project_flat_acc_26
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 27)] = project_flat_acc_27
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 28)] = project_flat_acc_28
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 29)] = project_flat_acc_29
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 30)] = project_flat_acc_30
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 31)] = project_flat_acc_31
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 32)] = project_flat_acc_32
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 33)] = project_flat_acc_33
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 34)] = project_flat_acc_34
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 35)] = project_flat_acc_35
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 36)] = project_flat_acc_36
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 37)] = project_flat_acc_37
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 38)] = project_flat_acc_38
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 39)] = project_flat_acc_39
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 40)] = project_flat_acc_40
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 41)] = project_flat_acc_41
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 42)] = project_flat_acc_42
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 43)] = project_flat_acc_43
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 44)] = project_flat_acc_44
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 45)] = project_flat_acc_45
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 46)] = project_flat_acc_46
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 47)] = project_flat_acc_47
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 48)] = project_flat_acc_48
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 49)] = project_flat_acc_49
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 50)] = project_flat_acc_50
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 51)] = project_flat_acc_51
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 52)] = project_flat_acc_52
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 53)] = project_flat_acc_53
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 54)] = project_flat_acc_54
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 55)] = project_flat_acc_55
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 56)] = project_flat_acc_56
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 57)] = project_flat_acc_57
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 58)] = project_flat_acc_58
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 59)] = project_flat_acc_59
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 60)] = project_flat_acc_60
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 61)] = project_flat_acc_61
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 62)] = project_flat_acc_62
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 448 + x_2_1_0 * 64 + 63)] = project_flat_acc_63
 
 
 @numba.njit(cache=True, fastmath={"afn", "arcp", "contract", "nsz", "reassoc"}, nogil=True, error_model="numpy", parallel=True)
@@ -445,112 +241,114 @@ def bottleneck(data, w_expand, w_depthwise, w_project, project, expand_data, dep
     # w_depthwise: float32[3, 3, 96]
     # w_project: float32[1, 1, 96, 16]
     # project: float32[1, 112, 112, 16]
-    # expand_data: float32[21568] (allocation expand in pool sram at offset 0)
-    # depthwise_data: float32[17920] (allocation depthwise in pool sram at offset 86272)
+    # expand_data: float32[36608] (allocation expand in pool sram at offset 0)
+    # depthwise_data: float32[23552] (allocation depthwise in pool sram at offset 146432)
     data_flat = data.reshape(-1)
     w_expand_flat = w_expand.reshape(-1)
     w_depthwise_flat = w_depthwise.reshape(-1)
     w_project_flat = w_project.reshape(-1)
     project_flat = project.reshape(-1)
     for y_2_0 in numba.prange(2):
-        for x_2_0 in range(7):
-            for y_2_1 in range(56):
-                for y in range((0 if y_2_1 == 0 else 2), (0 if y_2_1 == 0 else 2) + (3 - (0 if y_2_1 == 0 else 2))):
-                    if 0 <= y_2_0 * 56 + y_2_1 + y - 1 and y_2_0 * 56 + y_2_1 + y - 1 < 112:
-                        for x in range(18):
-                            if 0 <= x_2_0 * 16 + x - 1 and x_2_0 * 16 + x - 1 < 112:
+        for x_2_0 in range(4):
+            for y_2_1 in range(14):
+                for y in range((0 if y_2_1 == 0 else 2), (0 if y_2_1 == 0 else 2) + (6 - (0 if y_2_1 == 0 else 2))):
+                    if 0 <= y_2_0 * 56 + y_2_1 * 4 + y - 1 and y_2_0 * 56 + y_2_1 * 4 + y - 1 < 112:
+                        for x in range(30):
+                            if 0 <= x_2_0 * 28 + x - 1 and x_2_0 * 28 + x - 1 < 112:
                                 for o in range(96):
                                     expand_acc_0 = _c0
                                     expand_acc_0 = _c0
-                                    ld = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + y * 1792 + x_2_0 * 256 + x * 16 - 1808)]
+                                    ld = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y * 1792 + x_2_0 * 448 + x * 16 - 1808)]
                                     ld_1 = w_expand_flat[o]
-                                    ld_2 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + y * 1792 + x_2_0 * 256 + x * 16 - 1807)]
+                                    ld_2 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y * 1792 + x_2_0 * 448 + x * 16 - 1807)]
                                     ld_3 = w_expand_flat[np.uintp(o + 96)]
-                                    ld_4 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + y * 1792 + x_2_0 * 256 + x * 16 - 1806)]
+                                    ld_4 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y * 1792 + x_2_0 * 448 + x * 16 - 1806)]
                                     ld_5 = w_expand_flat[np.uintp(o + 192)]
-                                    ld_6 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + y * 1792 + x_2_0 * 256 + x * 16 - 1805)]
+                                    ld_6 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y * 1792 + x_2_0 * 448 + x * 16 - 1805)]
                                     ld_7 = w_expand_flat[np.uintp(o + 288)]
-                                    ld_8 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + y * 1792 + x_2_0 * 256 + x * 16 - 1804)]
+                                    ld_8 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y * 1792 + x_2_0 * 448 + x * 16 - 1804)]
                                     ld_9 = w_expand_flat[np.uintp(o + 384)]
-                                    ld_10 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + y * 1792 + x_2_0 * 256 + x * 16 - 1803)]
+                                    ld_10 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y * 1792 + x_2_0 * 448 + x * 16 - 1803)]
                                     ld_11 = w_expand_flat[np.uintp(o + 480)]
-                                    ld_12 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + y * 1792 + x_2_0 * 256 + x * 16 - 1802)]
+                                    ld_12 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y * 1792 + x_2_0 * 448 + x * 16 - 1802)]
                                     ld_13 = w_expand_flat[np.uintp(o + 576)]
-                                    ld_14 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + y * 1792 + x_2_0 * 256 + x * 16 - 1801)]
+                                    ld_14 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y * 1792 + x_2_0 * 448 + x * 16 - 1801)]
                                     ld_15 = w_expand_flat[np.uintp(o + 672)]
-                                    ld_16 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + y * 1792 + x_2_0 * 256 + x * 16 - 1800)]
+                                    ld_16 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y * 1792 + x_2_0 * 448 + x * 16 - 1800)]
                                     ld_17 = w_expand_flat[np.uintp(o + 768)]
-                                    ld_18 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + y * 1792 + x_2_0 * 256 + x * 16 - 1799)]
+                                    ld_18 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y * 1792 + x_2_0 * 448 + x * 16 - 1799)]
                                     ld_19 = w_expand_flat[np.uintp(o + 864)]
-                                    ld_20 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + y * 1792 + x_2_0 * 256 + x * 16 - 1798)]
+                                    ld_20 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y * 1792 + x_2_0 * 448 + x * 16 - 1798)]
                                     ld_21 = w_expand_flat[np.uintp(o + 960)]
-                                    ld_22 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + y * 1792 + x_2_0 * 256 + x * 16 - 1797)]
+                                    ld_22 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y * 1792 + x_2_0 * 448 + x * 16 - 1797)]
                                     ld_23 = w_expand_flat[np.uintp(o + 1056)]
-                                    ld_24 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + y * 1792 + x_2_0 * 256 + x * 16 - 1796)]
+                                    ld_24 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y * 1792 + x_2_0 * 448 + x * 16 - 1796)]
                                     ld_25 = w_expand_flat[np.uintp(o + 1152)]
-                                    ld_26 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + y * 1792 + x_2_0 * 256 + x * 16 - 1795)]
+                                    ld_26 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y * 1792 + x_2_0 * 448 + x * 16 - 1795)]
                                     ld_27 = w_expand_flat[np.uintp(o + 1248)]
-                                    ld_28 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + y * 1792 + x_2_0 * 256 + x * 16 - 1794)]
+                                    ld_28 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y * 1792 + x_2_0 * 448 + x * 16 - 1794)]
                                     ld_29 = w_expand_flat[np.uintp(o + 1344)]
-                                    ld_30 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 1792 + y * 1792 + x_2_0 * 256 + x * 16 - 1793)]
+                                    ld_30 = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y * 1792 + x_2_0 * 448 + x * 16 - 1793)]
                                     ld_31 = w_expand_flat[np.uintp(o + 1440)]
                                     expand_acc_0 = (expand_acc_0 + ((((ld * ld_1 + ld_2 * ld_3) + (ld_4 * ld_5 + ld_6 * ld_7)) + ((ld_8 * ld_9 + ld_10 * ld_11) + (ld_12 * ld_13 + ld_14 * ld_15))) + (((ld_16 * ld_17 + ld_18 * ld_19) + (ld_20 * ld_21 + ld_22 * ld_23)) + ((ld_24 * ld_25 + ld_26 * ld_27) + (ld_28 * ld_29 + ld_30 * ld_31)))))
-                                    expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1 + y + 2) % 3 * 1728 + x * 96 + o)] = min(max(expand_acc_0, _c0), _c1)
-                for x_1_0 in range(4):
-                    for c in range(96):
-                        depthwise_acc_0 = _c0
-                        depthwise_acc_0 = _c0
-                        ld_32 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1 + 2) % 3 * 1728 + x_1_0 * 384 + c)]
-                        ld_33 = w_depthwise_flat[c]
-                        ld_34 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1) % 3 * 1728 + x_1_0 * 384 + c)]
-                        ld_35 = w_depthwise_flat[np.uintp(c + 288)]
-                        ld_36 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1 + 1) % 3 * 1728 + x_1_0 * 384 + c)]
-                        ld_37 = w_depthwise_flat[np.uintp(c + 576)]
-                        t = (((ld_32 if y_2_0 * 56 + y_2_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 - 1 < 112 else _c0) * ld_33 + (ld_34 if y_2_0 * 56 + y_2_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 - 1 < 112 else _c0) * ld_35) + (ld_36 if y_2_0 * 56 + y_2_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 2 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 - 1 < 112 else _c0) * ld_37)
-                        ld_38 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1 + 2) % 3 * 1728 + x_1_0 * 384 + c + 96)]
-                        ld_39 = w_depthwise_flat[np.uintp(c + 96)]
-                        ld_40 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1) % 3 * 1728 + x_1_0 * 384 + c + 96)]
-                        ld_41 = w_depthwise_flat[np.uintp(c + 384)]
-                        ld_42 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1 + 1) % 3 * 1728 + x_1_0 * 384 + c + 96)]
-                        ld_43 = w_depthwise_flat[np.uintp(c + 672)]
-                        t_1 = (((ld_38 if y_2_0 * 56 + y_2_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_39 + (ld_40 if y_2_0 * 56 + y_2_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_41) + (ld_42 if y_2_0 * 56 + y_2_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 2 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_43)
-                        ld_44 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1 + 2) % 3 * 1728 + x_1_0 * 384 + c + 192)]
-                        ld_45 = w_depthwise_flat[np.uintp(c + 192)]
-                        ld_46 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1) % 3 * 1728 + x_1_0 * 384 + c + 192)]
-                        ld_47 = w_depthwise_flat[np.uintp(c + 480)]
-                        ld_48 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1 + 1) % 3 * 1728 + x_1_0 * 384 + c + 192)]
-                        ld_49 = w_depthwise_flat[np.uintp(c + 768)]
-                        t_2 = (((ld_44 if y_2_0 * 56 + y_2_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_45 + (ld_46 if y_2_0 * 56 + y_2_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_47) + (ld_48 if y_2_0 * 56 + y_2_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 2 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_49)
-                        depthwise_acc_0 = (depthwise_acc_0 + ((t + t_1) + t_2))
-                        depthwise_data[np.uintp(y_2_0 * 16384 + x_1_0 * 384 + c)] = min(max(depthwise_acc_0, _c0), _c1)
-                        depthwise_acc_0_1 = _c0
-                        depthwise_acc_0_1 = _c0
-                        t_3 = (((ld_38 if y_2_0 * 56 + y_2_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_33 + (ld_40 if y_2_0 * 56 + y_2_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_35) + (ld_42 if y_2_0 * 56 + y_2_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 2 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_37)
-                        t_4 = (((ld_44 if y_2_0 * 56 + y_2_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 1 + 1 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 1 + 1 - 1 < 112 else _c0) * ld_39 + (ld_46 if y_2_0 * 56 + y_2_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 1 + 1 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 1 + 1 - 1 < 112 else _c0) * ld_41) + (ld_48 if y_2_0 * 56 + y_2_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 2 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 1 + 1 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 1 + 1 - 1 < 112 else _c0) * ld_43)
-                        ld_50 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1 + 2) % 3 * 1728 + x_1_0 * 384 + c + 288)]
-                        ld_51 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1) % 3 * 1728 + x_1_0 * 384 + c + 288)]
-                        ld_52 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1 + 1) % 3 * 1728 + x_1_0 * 384 + c + 288)]
-                        t_5 = (((ld_50 if y_2_0 * 56 + y_2_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 1 + 2 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 1 + 2 - 1 < 112 else _c0) * ld_45 + (ld_51 if y_2_0 * 56 + y_2_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 1 + 2 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 1 + 2 - 1 < 112 else _c0) * ld_47) + (ld_52 if y_2_0 * 56 + y_2_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 2 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 1 + 2 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 1 + 2 - 1 < 112 else _c0) * ld_49)
-                        depthwise_acc_0_1 = (depthwise_acc_0_1 + ((t_3 + t_4) + t_5))
-                        depthwise_data[np.uintp(y_2_0 * 16384 + x_1_0 * 384 + c + 96)] = min(max(depthwise_acc_0_1, _c0), _c1)
-                        depthwise_acc_0_2 = _c0
-                        depthwise_acc_0_2 = _c0
-                        t_6 = (((ld_44 if y_2_0 * 56 + y_2_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_33 + (ld_46 if y_2_0 * 56 + y_2_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_35) + (ld_48 if y_2_0 * 56 + y_2_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 2 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_37)
-                        t_7 = (((ld_50 if y_2_0 * 56 + y_2_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 2 + 1 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 2 + 1 - 1 < 112 else _c0) * ld_39 + (ld_51 if y_2_0 * 56 + y_2_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 2 + 1 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 2 + 1 - 1 < 112 else _c0) * ld_41) + (ld_52 if y_2_0 * 56 + y_2_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 2 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 2 + 1 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 2 + 1 - 1 < 112 else _c0) * ld_43)
-                        ld_53 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1 + 2) % 3 * 1728 + x_1_0 * 384 + c + 384)]
-                        ld_54 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1) % 3 * 1728 + x_1_0 * 384 + c + 384)]
-                        ld_55 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1 + 1) % 3 * 1728 + x_1_0 * 384 + c + 384)]
-                        t_8 = (((ld_53 if y_2_0 * 56 + y_2_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 2 + 2 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 2 + 2 - 1 < 112 else _c0) * ld_45 + (ld_54 if y_2_0 * 56 + y_2_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 2 + 2 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 2 + 2 - 1 < 112 else _c0) * ld_47) + (ld_55 if y_2_0 * 56 + y_2_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 2 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 2 + 2 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 2 + 2 - 1 < 112 else _c0) * ld_49)
-                        depthwise_acc_0_2 = (depthwise_acc_0_2 + ((t_6 + t_7) + t_8))
-                        depthwise_data[np.uintp(y_2_0 * 16384 + x_1_0 * 384 + c + 192)] = min(max(depthwise_acc_0_2, _c0), _c1)
-                        depthwise_acc_0_3 = _c0
-                        depthwise_acc_0_3 = _c0
-                        t_9 = (((ld_50 if y_2_0 * 56 + y_2_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 3 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 3 - 1 < 112 else _c0) * ld_33 + (ld_51 if y_2_0 * 56 + y_2_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 3 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 3 - 1 < 112 else _c0) * ld_35) + (ld_52 if y_2_0 * 56 + y_2_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 2 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 3 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 3 - 1 < 112 else _c0) * ld_37)
-                        t_10 = (((ld_53 if y_2_0 * 56 + y_2_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 3 + 1 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 3 + 1 - 1 < 112 else _c0) * ld_39 + (ld_54 if y_2_0 * 56 + y_2_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 3 + 1 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 3 + 1 - 1 < 112 else _c0) * ld_41) + (ld_55 if y_2_0 * 56 + y_2_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 2 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 3 + 1 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 3 + 1 - 1 < 112 else _c0) * ld_43)
-                        ld_56 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1 + 2) % 3 * 1728 + x_1_0 * 384 + c + 480)]
-                        ld_57 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1) % 3 * 1728 + x_1_0 * 384 + c + 480)]
-                        ld_58 = expand_data[np.uintp(y_2_0 * 16384 + (y_2_0 * 56 + y_2_1 + 1) % 3 * 1728 + x_1_0 * 384 + c + 480)]
-                        t_11 = (((ld_56 if y_2_0 * 56 + y_2_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 3 + 2 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 3 + 2 - 1 < 112 else _c0) * ld_45 + (ld_57 if y_2_0 * 56 + y_2_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 1 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 3 + 2 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 3 + 2 - 1 < 112 else _c0) * ld_47) + (ld_58 if y_2_0 * 56 + y_2_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 + 2 - 1 < 112 and x_2_0 * 16 + x_1_0 * 4 + 3 + 2 - 1 >= 0 and x_2_0 * 16 + x_1_0 * 4 + 3 + 2 - 1 < 112 else _c0) * ld_49)
-                        depthwise_acc_0_3 = (depthwise_acc_0_3 + ((t_9 + t_10) + t_11))
-                        depthwise_data[np.uintp(y_2_0 * 16384 + x_1_0 * 384 + c + 288)] = min(max(depthwise_acc_0_3, _c0), _c1)
-                bottleneck_x_2_1_0(depthwise_data, w_project_flat, project_flat, x_2_0, y_2_0, y_2_1)
+                                    expand_data[np.uintp(y_2_0 * 18304 + (y_2_0 * 56 + y_2_1 * 4 + y + 5) % 6 * 2880 + x * 96 + o)] = min(max(expand_acc_0, _c0), _c1)
+                for y_1 in range(4):
+                    for x_1_0 in range(7):
+                        for c in range(96):
+                            depthwise_acc_0 = _c0
+                            depthwise_acc_0 = _c0
+                            ld_32 = expand_data[np.uintp(y_2_0 * 18304 + (y_2_0 * 56 + y_2_1 * 4 + y_1 + 5) % 6 * 2880 + x_1_0 * 384 + c)]
+                            ld_33 = w_depthwise_flat[c]
+                            ld_34 = expand_data[np.uintp(y_2_0 * 18304 + (y_2_0 * 56 + y_2_1 * 4 + y_1) % 6 * 2880 + x_1_0 * 384 + c)]
+                            ld_35 = w_depthwise_flat[np.uintp(c + 288)]
+                            ld_36 = expand_data[np.uintp(y_2_0 * 18304 + (y_2_0 * 56 + y_2_1 * 4 + y_1 + 1) % 6 * 2880 + x_1_0 * 384 + c)]
+                            ld_37 = w_depthwise_flat[np.uintp(c + 576)]
+                            t = (((ld_32 if y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 - 1 < 112 else _c0) * ld_33 + (ld_34 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 - 1 < 112 else _c0) * ld_35) + (ld_36 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 - 1 < 112 else _c0) * ld_37)
+                            ld_38 = expand_data[np.uintp(y_2_0 * 18304 + (y_2_0 * 56 + y_2_1 * 4 + y_1 + 5) % 6 * 2880 + x_1_0 * 384 + c + 96)]
+                            ld_39 = w_depthwise_flat[np.uintp(c + 96)]
+                            ld_40 = expand_data[np.uintp(y_2_0 * 18304 + (y_2_0 * 56 + y_2_1 * 4 + y_1) % 6 * 2880 + x_1_0 * 384 + c + 96)]
+                            ld_41 = w_depthwise_flat[np.uintp(c + 384)]
+                            ld_42 = expand_data[np.uintp(y_2_0 * 18304 + (y_2_0 * 56 + y_2_1 * 4 + y_1 + 1) % 6 * 2880 + x_1_0 * 384 + c + 96)]
+                            ld_43 = w_depthwise_flat[np.uintp(c + 672)]
+                            t_1 = (((ld_38 if y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_39 + (ld_40 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_41) + (ld_42 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_43)
+                            ld_44 = expand_data[np.uintp(y_2_0 * 18304 + (y_2_0 * 56 + y_2_1 * 4 + y_1 + 5) % 6 * 2880 + x_1_0 * 384 + c + 192)]
+                            ld_45 = w_depthwise_flat[np.uintp(c + 192)]
+                            ld_46 = expand_data[np.uintp(y_2_0 * 18304 + (y_2_0 * 56 + y_2_1 * 4 + y_1) % 6 * 2880 + x_1_0 * 384 + c + 192)]
+                            ld_47 = w_depthwise_flat[np.uintp(c + 480)]
+                            ld_48 = expand_data[np.uintp(y_2_0 * 18304 + (y_2_0 * 56 + y_2_1 * 4 + y_1 + 1) % 6 * 2880 + x_1_0 * 384 + c + 192)]
+                            ld_49 = w_depthwise_flat[np.uintp(c + 768)]
+                            t_2 = (((ld_44 if y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_45 + (ld_46 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_47) + (ld_48 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_49)
+                            depthwise_acc_0 = (depthwise_acc_0 + ((t + t_1) + t_2))
+                            depthwise_data[np.uintp(y_2_0 * 11776 + y_1 * 2688 + x_1_0 * 384 + c)] = min(max(depthwise_acc_0, _c0), _c1)
+                            depthwise_acc_0_1 = _c0
+                            depthwise_acc_0_1 = _c0
+                            t_3 = (((ld_38 if y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_33 + (ld_40 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_35) + (ld_42 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_37)
+                            t_4 = (((ld_44 if y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 + 1 + 1 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 + 1 + 1 - 1 < 112 else _c0) * ld_39 + (ld_46 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 + 1 + 1 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 + 1 + 1 - 1 < 112 else _c0) * ld_41) + (ld_48 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 + 1 + 1 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 + 1 + 1 - 1 < 112 else _c0) * ld_43)
+                            ld_50 = expand_data[np.uintp(y_2_0 * 18304 + (y_2_0 * 56 + y_2_1 * 4 + y_1 + 5) % 6 * 2880 + x_1_0 * 384 + c + 288)]
+                            ld_51 = expand_data[np.uintp(y_2_0 * 18304 + (y_2_0 * 56 + y_2_1 * 4 + y_1) % 6 * 2880 + x_1_0 * 384 + c + 288)]
+                            ld_52 = expand_data[np.uintp(y_2_0 * 18304 + (y_2_0 * 56 + y_2_1 * 4 + y_1 + 1) % 6 * 2880 + x_1_0 * 384 + c + 288)]
+                            t_5 = (((ld_50 if y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 + 1 + 2 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 + 1 + 2 - 1 < 112 else _c0) * ld_45 + (ld_51 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 + 1 + 2 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 + 1 + 2 - 1 < 112 else _c0) * ld_47) + (ld_52 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 + 1 + 2 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 + 1 + 2 - 1 < 112 else _c0) * ld_49)
+                            depthwise_acc_0_1 = (depthwise_acc_0_1 + ((t_3 + t_4) + t_5))
+                            depthwise_data[np.uintp(y_2_0 * 11776 + y_1 * 2688 + x_1_0 * 384 + c + 96)] = min(max(depthwise_acc_0_1, _c0), _c1)
+                            depthwise_acc_0_2 = _c0
+                            depthwise_acc_0_2 = _c0
+                            t_6 = (((ld_44 if y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_33 + (ld_46 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_35) + (ld_48 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_37)
+                            t_7 = (((ld_50 if y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 + 2 + 1 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 + 2 + 1 - 1 < 112 else _c0) * ld_39 + (ld_51 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 + 2 + 1 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 + 2 + 1 - 1 < 112 else _c0) * ld_41) + (ld_52 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 + 2 + 1 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 + 2 + 1 - 1 < 112 else _c0) * ld_43)
+                            ld_53 = expand_data[np.uintp(y_2_0 * 18304 + (y_2_0 * 56 + y_2_1 * 4 + y_1 + 5) % 6 * 2880 + x_1_0 * 384 + c + 384)]
+                            ld_54 = expand_data[np.uintp(y_2_0 * 18304 + (y_2_0 * 56 + y_2_1 * 4 + y_1) % 6 * 2880 + x_1_0 * 384 + c + 384)]
+                            ld_55 = expand_data[np.uintp(y_2_0 * 18304 + (y_2_0 * 56 + y_2_1 * 4 + y_1 + 1) % 6 * 2880 + x_1_0 * 384 + c + 384)]
+                            t_8 = (((ld_53 if y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 + 2 + 2 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 + 2 + 2 - 1 < 112 else _c0) * ld_45 + (ld_54 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 + 2 + 2 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 + 2 + 2 - 1 < 112 else _c0) * ld_47) + (ld_55 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 + 2 + 2 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 + 2 + 2 - 1 < 112 else _c0) * ld_49)
+                            depthwise_acc_0_2 = (depthwise_acc_0_2 + ((t_6 + t_7) + t_8))
+                            depthwise_data[np.uintp(y_2_0 * 11776 + y_1 * 2688 + x_1_0 * 384 + c + 192)] = min(max(depthwise_acc_0_2, _c0), _c1)
+                            depthwise_acc_0_3 = _c0
+                            depthwise_acc_0_3 = _c0
+                            t_9 = (((ld_50 if y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 + 3 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 + 3 - 1 < 112 else _c0) * ld_33 + (ld_51 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 + 3 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 + 3 - 1 < 112 else _c0) * ld_35) + (ld_52 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 + 3 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 + 3 - 1 < 112 else _c0) * ld_37)
+                            t_10 = (((ld_53 if y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 + 3 + 1 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 + 3 + 1 - 1 < 112 else _c0) * ld_39 + (ld_54 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 + 3 + 1 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 + 3 + 1 - 1 < 112 else _c0) * ld_41) + (ld_55 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 + 3 + 1 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 + 3 + 1 - 1 < 112 else _c0) * ld_43)
+                            ld_56 = expand_data[np.uintp(y_2_0 * 18304 + (y_2_0 * 56 + y_2_1 * 4 + y_1 + 5) % 6 * 2880 + x_1_0 * 384 + c + 480)]
+                            ld_57 = expand_data[np.uintp(y_2_0 * 18304 + (y_2_0 * 56 + y_2_1 * 4 + y_1) % 6 * 2880 + x_1_0 * 384 + c + 480)]
+                            ld_58 = expand_data[np.uintp(y_2_0 * 18304 + (y_2_0 * 56 + y_2_1 * 4 + y_1 + 1) % 6 * 2880 + x_1_0 * 384 + c + 480)]
+                            t_11 = (((ld_56 if y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 + 3 + 2 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 + 3 + 2 - 1 < 112 else _c0) * ld_45 + (ld_57 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 + 3 + 2 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 + 3 + 2 - 1 < 112 else _c0) * ld_47) + (ld_58 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 < 112 and x_2_0 * 28 + x_1_0 * 4 + 3 + 2 - 1 >= 0 and x_2_0 * 28 + x_1_0 * 4 + 3 + 2 - 1 < 112 else _c0) * ld_49)
+                            depthwise_acc_0_3 = (depthwise_acc_0_3 + ((t_9 + t_10) + t_11))
+                            depthwise_data[np.uintp(y_2_0 * 11776 + y_1 * 2688 + x_1_0 * 384 + c + 288)] = min(max(depthwise_acc_0_3, _c0), _c1)
+                for y_2_2 in range(4):
+                    bottleneck_x_2_1_0(depthwise_data, w_project_flat, project_flat, x_2_0, y_2_0, y_2_1, y_2_2)

@@ -11,87 +11,79 @@ _c1 = np.float32(-np.inf)
 def pool_chain(data, pool2, pool1_data):
     # data: float32[1, 132, 132, 64]
     # pool2: float32[1, 128, 128, 64]
-    # pool1_data: float32[23296] (allocation pool1 in pool sram at offset 0)
+    # pool1_data: float32[23040] (allocation pool1 in pool sram at offset 0)
     data_flat = data.reshape(-1)
     pool2_flat = pool2.reshape(-1)
     for y_1_0 in numba.prange(2):
         for x_1_0 in range(8):
-            for y_1_1 in range(16):
-                for y in range((0 if y_1_1 == 0 else 2), (0 if y_1_1 == 0 else 2) + (6 - (0 if y_1_1 == 0 else 2))):
-                    for x_0 in range(6):
+            for y_1_1 in range(8):
+                for y in range((0 if y_1_1 == 0 else 2), (0 if y_1_1 == 0 else 2) + (10 - (0 if y_1_1 == 0 else 2))):
+                    for x_0 in range(9):
                         for c in range(64):
                             pool1_acc_0 = _c0
                             pool1_acc_0 = _c1
-                            ld = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 33792 + y * 8448 + x_1_0 * 1024 + x_0 * 192 + c)]
-                            ld_1 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 33792 + y * 8448 + x_1_0 * 1024 + x_0 * 192 + c + 8448)]
-                            ld_2 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 33792 + y * 8448 + x_1_0 * 1024 + x_0 * 192 + c + 16896)]
+                            ld = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 67584 + y * 8448 + x_1_0 * 1024 + x_0 * 128 + c)]
+                            ld_1 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 67584 + y * 8448 + x_1_0 * 1024 + x_0 * 128 + c + 8448)]
+                            ld_2 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 67584 + y * 8448 + x_1_0 * 1024 + x_0 * 128 + c + 16896)]
                             t = max(max(ld, ld_1), ld_2)
-                            ld_3 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 33792 + y * 8448 + x_1_0 * 1024 + x_0 * 192 + c + 64)]
-                            ld_4 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 33792 + y * 8448 + x_1_0 * 1024 + x_0 * 192 + c + 8512)]
-                            ld_5 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 33792 + y * 8448 + x_1_0 * 1024 + x_0 * 192 + c + 16960)]
+                            ld_3 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 67584 + y * 8448 + x_1_0 * 1024 + x_0 * 128 + c + 64)]
+                            ld_4 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 67584 + y * 8448 + x_1_0 * 1024 + x_0 * 128 + c + 8512)]
+                            ld_5 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 67584 + y * 8448 + x_1_0 * 1024 + x_0 * 128 + c + 16960)]
                             t_1 = max(max(ld_3, ld_4), ld_5)
-                            ld_6 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 33792 + y * 8448 + x_1_0 * 1024 + x_0 * 192 + c + 128)]
-                            ld_7 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 33792 + y * 8448 + x_1_0 * 1024 + x_0 * 192 + c + 8576)]
-                            ld_8 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 33792 + y * 8448 + x_1_0 * 1024 + x_0 * 192 + c + 17024)]
+                            ld_6 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 67584 + y * 8448 + x_1_0 * 1024 + x_0 * 128 + c + 128)]
+                            ld_7 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 67584 + y * 8448 + x_1_0 * 1024 + x_0 * 128 + c + 8576)]
+                            ld_8 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 67584 + y * 8448 + x_1_0 * 1024 + x_0 * 128 + c + 17024)]
                             t_2 = max(max(ld_6, ld_7), ld_8)
                             pool1_acc_0 = max(pool1_acc_0, max(max(t, t_1), t_2))
-                            pool1_data[np.uintp(y_1_0 * 16384 + (y_1_0 * 64 + y_1_1 * 4 + y) % 6 * 1152 + x_0 * 192 + c)] = pool1_acc_0
+                            pool1_data[np.uintp(y_1_0 * 11520 + (y_1_0 * 64 + y_1_1 * 8 + y) % 10 * 1152 + x_0 * 128 + c)] = pool1_acc_0
                             pool1_acc_0_1 = _c0
                             pool1_acc_0_1 = _c1
-                            ld_9 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 33792 + y * 8448 + x_1_0 * 1024 + x_0 * 192 + c + 192)]
-                            ld_10 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 33792 + y * 8448 + x_1_0 * 1024 + x_0 * 192 + c + 8640)]
-                            ld_11 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 33792 + y * 8448 + x_1_0 * 1024 + x_0 * 192 + c + 17088)]
+                            ld_9 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 67584 + y * 8448 + x_1_0 * 1024 + x_0 * 128 + c + 192)]
+                            ld_10 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 67584 + y * 8448 + x_1_0 * 1024 + x_0 * 128 + c + 8640)]
+                            ld_11 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 67584 + y * 8448 + x_1_0 * 1024 + x_0 * 128 + c + 17088)]
                             t_3 = max(max(ld_9, ld_10), ld_11)
                             pool1_acc_0_1 = max(pool1_acc_0_1, max(max(t_1, t_2), t_3))
-                            pool1_data[np.uintp(y_1_0 * 16384 + (y_1_0 * 64 + y_1_1 * 4 + y) % 6 * 1152 + x_0 * 192 + c + 64)] = pool1_acc_0_1
-                            pool1_acc_0_2 = _c0
-                            pool1_acc_0_2 = _c1
-                            ld_12 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 33792 + y * 8448 + x_1_0 * 1024 + x_0 * 192 + c + 256)]
-                            ld_13 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 33792 + y * 8448 + x_1_0 * 1024 + x_0 * 192 + c + 8704)]
-                            ld_14 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 33792 + y * 8448 + x_1_0 * 1024 + x_0 * 192 + c + 17152)]
-                            t_4 = max(max(ld_12, ld_13), ld_14)
-                            pool1_acc_0_2 = max(pool1_acc_0_2, max(max(t_2, t_3), t_4))
-                            pool1_data[np.uintp(y_1_0 * 16384 + (y_1_0 * 64 + y_1_1 * 4 + y) % 6 * 1152 + x_0 * 192 + c + 128)] = pool1_acc_0_2
-                for y_1_2 in range(4):
+                            pool1_data[np.uintp(y_1_0 * 11520 + (y_1_0 * 64 + y_1_1 * 8 + y) % 10 * 1152 + x_0 * 128 + c + 64)] = pool1_acc_0_1
+                for y_1_2 in range(8):
                     for x_1_1_0 in range(4):
                         for c_1 in range(64):
                             pool2_flat_acc_0 = _c0
                             pool2_flat_acc_0 = _c1
-                            ld_15 = pool1_data[np.uintp(y_1_0 * 16384 + (y_1_0 * 64 + y_1_1 * 4 + y_1_2) % 6 * 1152 + x_1_1_0 * 256 + c_1)]
-                            ld_16 = pool1_data[np.uintp(y_1_0 * 16384 + (y_1_0 * 64 + y_1_1 * 4 + y_1_2 + 1) % 6 * 1152 + x_1_1_0 * 256 + c_1)]
-                            ld_17 = pool1_data[np.uintp(y_1_0 * 16384 + (y_1_0 * 64 + y_1_1 * 4 + y_1_2 + 2) % 6 * 1152 + x_1_1_0 * 256 + c_1)]
+                            ld_12 = pool1_data[np.uintp(y_1_0 * 11520 + (y_1_0 * 64 + y_1_1 * 8 + y_1_2) % 10 * 1152 + x_1_1_0 * 256 + c_1)]
+                            ld_13 = pool1_data[np.uintp(y_1_0 * 11520 + (y_1_0 * 64 + y_1_1 * 8 + y_1_2 + 1) % 10 * 1152 + x_1_1_0 * 256 + c_1)]
+                            ld_14 = pool1_data[np.uintp(y_1_0 * 11520 + (y_1_0 * 64 + y_1_1 * 8 + y_1_2 + 2) % 10 * 1152 + x_1_1_0 * 256 + c_1)]
+                            t_4 = max(max(ld_12, ld_13), ld_14)
+                            ld_15 = pool1_data[np.uintp(y_1_0 * 11520 + (y_1_0 * 64 + y_1_1 * 8 + y_1_2) % 10 * 1152 + x_1_1_0 * 256 + c_1 + 64)]
+                            ld_16 = pool1_data[np.uintp(y_1_0 * 11520 + (y_1_0 * 64 + y_1_1 * 8 + y_1_2 + 1) % 10 * 1152 + x_1_1_0 * 256 + c_1 + 64)]
+                            ld_17 = pool1_data[np.uintp(y_1_0 * 11520 + (y_1_0 * 64 + y_1_1 * 8 + y_1_2 + 2) % 10 * 1152 + x_1_1_0 * 256 + c_1 + 64)]
                             t_5 = max(max(ld_15, ld_16), ld_17)
-                            ld_18 = pool1_data[np.uintp(y_1_0 * 16384 + (y_1_0 * 64 + y_1_1 * 4 + y_1_2) % 6 * 1152 + x_1_1_0 * 256 + c_1 + 64)]
-                            ld_19 = pool1_data[np.uintp(y_1_0 * 16384 + (y_1_0 * 64 + y_1_1 * 4 + y_1_2 + 1) % 6 * 1152 + x_1_1_0 * 256 + c_1 + 64)]
-                            ld_20 = pool1_data[np.uintp(y_1_0 * 16384 + (y_1_0 * 64 + y_1_1 * 4 + y_1_2 + 2) % 6 * 1152 + x_1_1_0 * 256 + c_1 + 64)]
+                            ld_18 = pool1_data[np.uintp(y_1_0 * 11520 + (y_1_0 * 64 + y_1_1 * 8 + y_1_2) % 10 * 1152 + x_1_1_0 * 256 + c_1 + 128)]
+                            ld_19 = pool1_data[np.uintp(y_1_0 * 11520 + (y_1_0 * 64 + y_1_1 * 8 + y_1_2 + 1) % 10 * 1152 + x_1_1_0 * 256 + c_1 + 128)]
+                            ld_20 = pool1_data[np.uintp(y_1_0 * 11520 + (y_1_0 * 64 + y_1_1 * 8 + y_1_2 + 2) % 10 * 1152 + x_1_1_0 * 256 + c_1 + 128)]
                             t_6 = max(max(ld_18, ld_19), ld_20)
-                            ld_21 = pool1_data[np.uintp(y_1_0 * 16384 + (y_1_0 * 64 + y_1_1 * 4 + y_1_2) % 6 * 1152 + x_1_1_0 * 256 + c_1 + 128)]
-                            ld_22 = pool1_data[np.uintp(y_1_0 * 16384 + (y_1_0 * 64 + y_1_1 * 4 + y_1_2 + 1) % 6 * 1152 + x_1_1_0 * 256 + c_1 + 128)]
-                            ld_23 = pool1_data[np.uintp(y_1_0 * 16384 + (y_1_0 * 64 + y_1_1 * 4 + y_1_2 + 2) % 6 * 1152 + x_1_1_0 * 256 + c_1 + 128)]
-                            t_7 = max(max(ld_21, ld_22), ld_23)
-                            pool2_flat_acc_0 = max(pool2_flat_acc_0, max(max(t_5, t_6), t_7))
-                            pool2_flat[np.uintp(y_1_0 * 524288 + y_1_1 * 32768 + y_1_2 * 8192 + x_1_0 * 1024 + x_1_1_0 * 256 + c_1)] = pool2_flat_acc_0
+                            pool2_flat_acc_0 = max(pool2_flat_acc_0, max(max(t_4, t_5), t_6))
+                            pool2_flat[np.uintp(y_1_0 * 524288 + y_1_1 * 65536 + y_1_2 * 8192 + x_1_0 * 1024 + x_1_1_0 * 256 + c_1)] = pool2_flat_acc_0
                             pool2_flat_acc_0_1 = _c0
                             pool2_flat_acc_0_1 = _c1
-                            ld_24 = pool1_data[np.uintp(y_1_0 * 16384 + (y_1_0 * 64 + y_1_1 * 4 + y_1_2) % 6 * 1152 + x_1_1_0 * 256 + c_1 + 192)]
-                            ld_25 = pool1_data[np.uintp(y_1_0 * 16384 + (y_1_0 * 64 + y_1_1 * 4 + y_1_2 + 1) % 6 * 1152 + x_1_1_0 * 256 + c_1 + 192)]
-                            ld_26 = pool1_data[np.uintp(y_1_0 * 16384 + (y_1_0 * 64 + y_1_1 * 4 + y_1_2 + 2) % 6 * 1152 + x_1_1_0 * 256 + c_1 + 192)]
-                            t_8 = max(max(ld_24, ld_25), ld_26)
-                            pool2_flat_acc_0_1 = max(pool2_flat_acc_0_1, max(max(t_6, t_7), t_8))
-                            pool2_flat[np.uintp(y_1_0 * 524288 + y_1_1 * 32768 + y_1_2 * 8192 + x_1_0 * 1024 + x_1_1_0 * 256 + c_1 + 64)] = pool2_flat_acc_0_1
+                            ld_21 = pool1_data[np.uintp(y_1_0 * 11520 + (y_1_0 * 64 + y_1_1 * 8 + y_1_2) % 10 * 1152 + x_1_1_0 * 256 + c_1 + 192)]
+                            ld_22 = pool1_data[np.uintp(y_1_0 * 11520 + (y_1_0 * 64 + y_1_1 * 8 + y_1_2 + 1) % 10 * 1152 + x_1_1_0 * 256 + c_1 + 192)]
+                            ld_23 = pool1_data[np.uintp(y_1_0 * 11520 + (y_1_0 * 64 + y_1_1 * 8 + y_1_2 + 2) % 10 * 1152 + x_1_1_0 * 256 + c_1 + 192)]
+                            t_7 = max(max(ld_21, ld_22), ld_23)
+                            pool2_flat_acc_0_1 = max(pool2_flat_acc_0_1, max(max(t_5, t_6), t_7))
+                            pool2_flat[np.uintp(y_1_0 * 524288 + y_1_1 * 65536 + y_1_2 * 8192 + x_1_0 * 1024 + x_1_1_0 * 256 + c_1 + 64)] = pool2_flat_acc_0_1
                             pool2_flat_acc_0_2 = _c0
                             pool2_flat_acc_0_2 = _c1
-                            ld_27 = pool1_data[np.uintp(y_1_0 * 16384 + (y_1_0 * 64 + y_1_1 * 4 + y_1_2) % 6 * 1152 + x_1_1_0 * 256 + c_1 + 256)]
-                            ld_28 = pool1_data[np.uintp(y_1_0 * 16384 + (y_1_0 * 64 + y_1_1 * 4 + y_1_2 + 1) % 6 * 1152 + x_1_1_0 * 256 + c_1 + 256)]
-                            ld_29 = pool1_data[np.uintp(y_1_0 * 16384 + (y_1_0 * 64 + y_1_1 * 4 + y_1_2 + 2) % 6 * 1152 + x_1_1_0 * 256 + c_1 + 256)]
-                            t_9 = max(max(ld_27, ld_28), ld_29)
-                            pool2_flat_acc_0_2 = max(pool2_flat_acc_0_2, max(max(t_7, t_8), t_9))
-                            pool2_flat[np.uintp(y_1_0 * 524288 + y_1_1 * 32768 + y_1_2 * 8192 + x_1_0 * 1024 + x_1_1_0 * 256 + c_1 + 128)] = pool2_flat_acc_0_2
+                            ld_24 = pool1_data[np.uintp(y_1_0 * 11520 + (y_1_0 * 64 + y_1_1 * 8 + y_1_2) % 10 * 1152 + x_1_1_0 * 256 + c_1 + 256)]
+                            ld_25 = pool1_data[np.uintp(y_1_0 * 11520 + (y_1_0 * 64 + y_1_1 * 8 + y_1_2 + 1) % 10 * 1152 + x_1_1_0 * 256 + c_1 + 256)]
+                            ld_26 = pool1_data[np.uintp(y_1_0 * 11520 + (y_1_0 * 64 + y_1_1 * 8 + y_1_2 + 2) % 10 * 1152 + x_1_1_0 * 256 + c_1 + 256)]
+                            t_8 = max(max(ld_24, ld_25), ld_26)
+                            pool2_flat_acc_0_2 = max(pool2_flat_acc_0_2, max(max(t_6, t_7), t_8))
+                            pool2_flat[np.uintp(y_1_0 * 524288 + y_1_1 * 65536 + y_1_2 * 8192 + x_1_0 * 1024 + x_1_1_0 * 256 + c_1 + 128)] = pool2_flat_acc_0_2
                             pool2_flat_acc_0_3 = _c0
                             pool2_flat_acc_0_3 = _c1
-                            ld_30 = pool1_data[np.uintp(y_1_0 * 16384 + (y_1_0 * 64 + y_1_1 * 4 + y_1_2) % 6 * 1152 + x_1_1_0 * 256 + c_1 + 320)]
-                            ld_31 = pool1_data[np.uintp(y_1_0 * 16384 + (y_1_0 * 64 + y_1_1 * 4 + y_1_2 + 1) % 6 * 1152 + x_1_1_0 * 256 + c_1 + 320)]
-                            ld_32 = pool1_data[np.uintp(y_1_0 * 16384 + (y_1_0 * 64 + y_1_1 * 4 + y_1_2 + 2) % 6 * 1152 + x_1_1_0 * 256 + c_1 + 320)]
-                            t_10 = max(max(ld_30, ld_31), ld_32)
-                            pool2_flat_acc_0_3 = max(pool2_flat_acc_0_3, max(max(t_8, t_9), t_10))
-                            pool2_flat[np.uintp(y_1_0 * 524288 + y_1_1 * 32768 + y_1_2 * 8192 + x_1_0 * 1024 + x_1_1_0 * 256 + c_1 + 192)] = pool2_flat_acc_0_3
+                            ld_27 = pool1_data[np.uintp(y_1_0 * 11520 + (y_1_0 * 64 + y_1_1 * 8 + y_1_2) % 10 * 1152 + x_1_1_0 * 256 + c_1 + 320)]
+                            ld_28 = pool1_data[np.uintp(y_1_0 * 11520 + (y_1_0 * 64 + y_1_1 * 8 + y_1_2 + 1) % 10 * 1152 + x_1_1_0 * 256 + c_1 + 320)]
+                            ld_29 = pool1_data[np.uintp(y_1_0 * 11520 + (y_1_0 * 64 + y_1_1 * 8 + y_1_2 + 2) % 10 * 1152 + x_1_1_0 * 256 + c_1 + 320)]
+                            t_9 = max(max(ld_27, ld_28), ld_29)
+                            pool2_flat_acc_0_3 = max(pool2_flat_acc_0_3, max(max(t_7, t_8), t_9))
+                            pool2_flat[np.uintp(y_1_0 * 524288 + y_1_1 * 65536 + y_1_2 * 8192 + x_1_0 * 1024 + x_1_1_0 * 256 + c_1 + 192)] = pool2_flat_acc_0_3
