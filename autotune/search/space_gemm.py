@@ -13,8 +13,15 @@ two operands, ``A`` indexed by a spatial ``m`` and ``k`` and ``B`` indexed by
     register_tile            none | RXxRY: a micro-kernel instead of the tiles above: the product
                              accumulates an RX x RY tile in registers (cache_write to ``local``,
                              every tile loop unrolled) over the whole k loop, compiled with the SLP
-                             vectoriser; ``parallel`` then splits the rows of tiles, ``cache_b``
-                             packs B's RY-column panel (cache_read at the tile's n loop)
+                             vectoriser; ``cache_b`` packs B's RY-column panel (cache_read at
+                             the tile's n loop)
+    panel_order              mn | nm (with a register tile): the order of the loops over row
+                             tiles (m) and column panels (n). With ``nm`` a packed B panel
+                             (K x RY) is filled once and reused by every row tile; with ``mn``
+                             each tile streams its panel anew (on the AVX2 host: 4x16 tile,
+                             packed, nm 17.6 ms against mn unpacked 33.8 ms at 1024^3).
+                             ``parallel`` splits the outer of the two in two halves run by
+                             prange (each half packs into its own panel)
 
 Without a register tile, the output accumulates in memory (one load and store
 per multiply-add): about 25 GFLOP/s per core at best. With one, LLVM keeps the
@@ -38,6 +45,11 @@ __all__ = ["Gemm", "GemmFamily", "analyze_gemm"]
 ORDERS = tuple("".join(p) for p in itertools.permutations("mnk"))
 REGISTER_TILES = ((4, 16), (8, 16), (4, 32), (8, 32), (4, 48), (8, 48))
 """Register tiles (rows x columns of float32 accumulators) the ``register_tile`` knob offers, where they divide."""
+PANEL_ORDERS = ("mn", "nm")
+"""``panel_order`` choices: row tiles outside column panels, or column panels outside row tiles."""
+PARALLEL_PARTS = 2
+"""``parallel: outer`` runs the outer tile loop as this many contiguous parts (one per core, so a buffer
+computed under it has one private copy per part, not one per tile)."""
 
 
 @dataclass(frozen=True)
@@ -131,7 +143,9 @@ class GemmFamily(Family):
         # a register tile replaces the tiles, order, staged A, double buffering and the vector mark
         tiled = (("register_tile", ("none",)),)
         keep = ("parallel", "cache_b", "register_tile")
-        return tuple(d if d.name in keep else replace(d, requires=tiled) for d in out)
+        out = [d if d.name in keep else replace(d, requires=tiled) for d in out]
+        out.append(choice_domain("panel_order", PANEL_ORDERS, (("register_tile", tuple(tiles)),)))
+        return tuple(out)
 
     def apply(self, func: ir.Func, values: Mapping[str, Any]) -> Schedule:
         g = analyze_gemm(func)
@@ -162,25 +176,32 @@ class GemmFamily(Family):
 
 
 def _micro_kernel(func: ir.Func, g: Gemm, values: Mapping[str, Any]) -> Schedule:
-    """The register-tiled product: ``for mo, no: acc[RX, RY] = 0; for k: acc += A[m, k] * B[k, n]; C = acc``."""
+    """The register-tiled product: ``for mo, no: acc[RX, RY] = 0; for k: acc += A[m, k] * B[k, n]; C = acc``
+    (``for no, mo`` with ``panel_order: nm``; a packed panel is filled at the ``no`` loop)."""
     rx, ry = (int(v) for v in str(values["register_tile"]).split("x"))
     sch = Schedule(func)
     sch = sch.split(g.loops[0], [None, rx])
     mo, mi = sch.last
     sch = sch.split(g.loops[1], [None, ry])
     no, ni = sch.last
-    sch = sch.reorder(mo, no, g.loops[2], mi, ni)
+    nm = values.get("panel_order", "mn") == "nm"
+    outer = [no, mo] if nm else [mo, no]
+    tiles = g.extents[1] // ry if nm else g.extents[0] // rx
+    if values.get("parallel") == "outer" and tiles % PARALLEL_PARTS == 0 and tiles > PARALLEL_PARTS:
+        sch = sch.split(outer[0], [PARALLEL_PARTS, None])
+        outer = [*sch.last, outer[1]]
+    sch = sch.reorder(*outer, g.loops[2], mi, ni)
     sch = sch.cache_write(g.block, 0, "local")
     out = sch.last[0]
-    sch = sch.reverse_compute_at(out, no)
+    sch = sch.reverse_compute_at(out, outer[-1])
     if values.get("cache_b"):
         sch = sch.cache_read(g.block, _read_index(sch, g.block, g.b), "global")
         panel = sch.last[0]
-        sch = sch.compute_at(panel, no)
-    for loop in (mi, ni, *_loops_under(sch, out, no)):
+        sch = sch.compute_at(panel, outer[-2] if nm else outer[-1])  # the panel loop
+    for loop in (mi, ni, *_loops_under(sch, out, outer[-1])):
         sch = sch.unroll(loop)
     if values.get("parallel") == "outer":
-        sch = sch.parallel(mo)
+        sch = sch.parallel(outer[0])
     return sch.set_vectorizer("slp")
 
 

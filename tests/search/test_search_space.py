@@ -121,7 +121,7 @@ def test_requirements_on_fixed_knobs_are_settled_when_the_space_loads() -> None:
     mm, _ = small("matmul")
     tiled = load_space(write_space("family: gemm\nknobs:\n  register_tile: {value: 4x16}\n"), mm, ())
     # a register tile replaces the tiles: only what the micro-kernel uses is left to search
-    assert [k.name for k in tiled.knobs] == ["cache_b", "parallel"]
+    assert [k.name for k in tiled.knobs] == ["cache_b", "parallel", "panel_order"]
     assert dict(tiled.fixed)["tile_m"] == 2 and dict(tiled.fixed)["register_tile"] == "4x16"
 
 
