@@ -72,10 +72,12 @@ def result_line(best: dict[str, Any]) -> str:
     mine, theirs = fig["peak_bytes"], default["peak_bytes"]
     if not mine:
         text += f", uses no workspace (0 vs {theirs:,} bytes)"
+    elif not theirs:
+        text += f", uses {mine:,} bytes of workspace where the default uses none"
     elif mine <= theirs:
         text += f", uses 1/{theirs / mine:.1f} of its workspace ({mine:,} vs {theirs:,} bytes)"
     else:
-        text += f", uses {mine / theirs if theirs else float('inf'):.1f}x its workspace ({mine:,} vs {theirs:,} bytes)"
+        text += f", uses {mine / theirs:.1f}x its workspace ({mine:,} vs {theirs:,} bytes)"
     return text
 
 

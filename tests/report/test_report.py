@@ -180,6 +180,8 @@ def test_result_line_when_the_best_uses_more_memory(run_dir: Path) -> None:
     assert result_line(best).endswith("uses 2.0x its workspace (16,000 vs 8,000 bytes)")
     best["figures"]["peak_bytes"] = 0
     assert result_line(best).endswith("uses no workspace (0 vs 8,000 bytes)")
+    best["figures"]["peak_bytes"], best["default"]["peak_bytes"] = 131072, 0  # a packed panel vs none
+    assert result_line(best).endswith("uses 131,072 bytes of workspace where the default uses none")
 
 
 def test_result_line_when_the_best_measures_slower_than_the_default(run_dir: Path) -> None:
