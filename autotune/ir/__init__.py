@@ -50,6 +50,7 @@ from .functor import Transformer, Visitor, collect, free_vars, post_order_visit,
 from .printer import to_text
 from .stmt import (
     COPY_PAD_ATTR,
+    COPY_PAD_UNIT,
     TRUE,
     VECTORIZER_ATTR,
     Allocate,

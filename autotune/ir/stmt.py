@@ -133,6 +133,10 @@ COPY_PAD_ATTR = "autotune.copy_pad"
 """Parallel loop attribute, bytes: the threads' private copies of a buffer (compaction gives each
 iteration its own) are each followed by at least this many untouched bytes (``parallel(loop, copy_pad=...)``)."""
 
+COPY_PAD_UNIT = 64
+"""``copy_pad`` is a multiple of this many bytes (a cache line, and so of every element size), and
+padded copies start at multiples of it from the first."""
+
 VECTORIZER_ATTR = "autotune.vectorizer"
 """Function or loop attribute: ``loop`` (default) or ``slp``, how LLVM vectorises the kernel, or the
 loop's nest, which the code generator then outlines into a function of its own (``set_vectorizer``)."""

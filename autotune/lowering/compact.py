@@ -178,15 +178,11 @@ def _copy_strides(buf: ir.Buffer, prefix_loops: list[ir.For]) -> tuple[ir.Expr, 
         strides[k] = strides[k + 1] * shape[k + 1] if k + 1 < len(shape) else 1
         pad = pads[k] if k < len(pads) else None
         if pad:
-            if pad % size or COPY_UNIT % size:
+            if pad % size or ir.COPY_PAD_UNIT % size:
                 raise LoweringError(f"compact_buffers: copy_pad {pad} is not a multiple of the {size}-byte elements of '{buf.name}'")
-            unit = COPY_UNIT // size
+            unit = ir.COPY_PAD_UNIT // size
             strides[k] = -(-(strides[k] + pad // size) // unit) * unit
     return tuple(ir.const(s) for s in strides)
-
-
-COPY_UNIT = 64
-"""Padded copies start at multiples of this many bytes from the first (a cache line)."""
 
 
 def _parent_loop(func: ir.Func, loop: ir.For) -> ir.For | None:

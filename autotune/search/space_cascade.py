@@ -58,7 +58,7 @@ from ..errors import ScheduleError
 from ..schedule import Schedule
 from .cascade_stages import _block, _fusable_pair, _jam_plan, _reduction_loops, _tile_plan
 from .cascade_structure import Cascade, analyze_cascade
-from .space_family import Domain, Family, choice_domain, divisors, int_domain
+from .space_family import PARALLEL_PARTS, Domain, Family, choice_domain, divisors, int_domain
 
 __all__ = ["Cascade", "CascadeFamily", "analyze_cascade"]
 
@@ -172,7 +172,7 @@ class CascadeFamily(Family):
         tile = values["tile_rows"]
         sch = Schedule(func)
         if values["parallel"] == "outer":
-            sch = sch.split(c.row_loop, [2, None, tile])
+            sch = sch.split(c.row_loop, [PARALLEL_PARTS, None, tile])
         else:
             sch = sch.split(c.row_loop, [None, tile])
         outer, inner = sch.last[:-1], sch.last[-1]

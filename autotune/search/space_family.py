@@ -18,6 +18,7 @@ from .. import ir
 from ..schedule import Schedule
 
 __all__ = [
+    "PARALLEL_PARTS",
     "Domain",
     "Family",
     "Requires",
@@ -29,6 +30,10 @@ __all__ = [
     "same_value",
 ]
 
+
+PARALLEL_PARTS = 2
+"""``parallel: outer`` runs a family's outer tile loop as this many contiguous parts under prange (one
+per core), so a buffer computed under it has one private copy per part, not one per tile."""
 
 Requires = tuple[tuple[str, tuple[Any, ...]], ...]
 """``((knob, values), ...)``: a knob matters only while each named knob takes one of its values."""

@@ -38,7 +38,7 @@ from typing import Any
 from .. import ir
 from ..errors import ConfigError
 from ..schedule import Schedule
-from .space_family import Domain, Family, choice_domain, divisors, int_domain, loops_of
+from .space_family import PARALLEL_PARTS, Domain, Family, choice_domain, divisors, int_domain, loops_of
 
 __all__ = ["Gemm", "GemmFamily", "analyze_gemm"]
 
@@ -47,9 +47,6 @@ REGISTER_TILES = ((4, 16), (8, 16), (4, 32), (8, 32), (4, 48), (8, 48))
 """Register tiles (rows x columns of float32 accumulators) the ``register_tile`` knob offers, where they divide."""
 PANEL_ORDERS = ("mn", "nm")
 """``panel_order`` choices: row tiles outside column panels, or column panels outside row tiles."""
-PARALLEL_PARTS = 2
-"""``parallel: outer`` runs the outer tile loop as this many contiguous parts (one per core, so a buffer
-computed under it has one private copy per part, not one per tile)."""
 
 
 @dataclass(frozen=True)
@@ -185,23 +182,26 @@ def _micro_kernel(func: ir.Func, g: Gemm, values: Mapping[str, Any]) -> Schedule
     sch = sch.split(g.loops[1], [None, ry])
     no, ni = sch.last
     nm = values.get("panel_order", "mn") == "nm"
-    outer = [no, mo] if nm else [mo, no]
+    first, tile = (no, mo) if nm else (mo, no)  # tile: the loop the register tile sits under
     tiles = g.extents[1] // ry if nm else g.extents[0] // rx
+    parts: tuple[str, ...] = ()
     if values.get("parallel") == "outer" and tiles % PARALLEL_PARTS == 0 and tiles > PARALLEL_PARTS:
-        sch = sch.split(outer[0], [PARALLEL_PARTS, None])
-        outer = [*sch.last, outer[1]]
-    sch = sch.reorder(*outer, g.loops[2], mi, ni)
+        sch = sch.split(first, [PARALLEL_PARTS, None])
+        parts, first = sch.last[:1], sch.last[1]
+        if nm:
+            no = first  # the column panel loop is now the inner part
+    sch = sch.reorder(*parts, first, tile, g.loops[2], mi, ni)
     sch = sch.cache_write(g.block, 0, "local")
     out = sch.last[0]
-    sch = sch.reverse_compute_at(out, outer[-1])
+    sch = sch.reverse_compute_at(out, tile)
     if values.get("cache_b"):
         sch = sch.cache_read(g.block, _read_index(sch, g.block, g.b), "global")
         panel = sch.last[0]
-        sch = sch.compute_at(panel, outer[-2] if nm else outer[-1])  # the panel loop
-    for loop in (mi, ni, *_loops_under(sch, out, outer[-1])):
+        sch = sch.compute_at(panel, no)
+    for loop in (mi, ni, *_loops_under(sch, out, tile)):
         sch = sch.unroll(loop)
     if values.get("parallel") == "outer":
-        sch = sch.parallel(outer[0])
+        sch = sch.parallel((*parts, first)[0])
     return sch.set_vectorizer("slp")
 
 

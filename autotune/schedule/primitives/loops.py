@@ -157,10 +157,6 @@ def _set_kind(func: ir.Func, loop: str, kind: str, primitive: str) -> Result:
     return replace_stmt(func, node, replace(node, kind=kind)), ()
 
 
-COPY_PAD_UNIT = 64
-"""``copy_pad`` is a multiple of a cache line, and so of every element size."""
-
-
 def parallel(func: ir.Func, loop: str, copy_pad: int | None = None) -> Result:
     """Run the iterations of ``loop`` on several threads (``prange``).
 
@@ -170,8 +166,8 @@ def parallel(func: ir.Func, loop: str, copy_pad: int | None = None) -> Result:
     this machine two threads writing within 4 KiB of each other ran up to 1.5x slower).
     The memory plan counts the padding.
     """
-    if copy_pad is not None and (copy_pad <= 0 or copy_pad % COPY_PAD_UNIT):
-        raise ScheduleError("parallel", f"copy_pad must be a positive multiple of {COPY_PAD_UNIT} bytes, got {copy_pad}")
+    if copy_pad is not None and (copy_pad <= 0 or copy_pad % ir.COPY_PAD_UNIT):
+        raise ScheduleError("parallel", f"copy_pad must be a positive multiple of {ir.COPY_PAD_UNIT} bytes, got {copy_pad}")
     func, names = _set_kind(func, loop, ir.ForKind.PARALLEL, "parallel")
     if copy_pad is not None:
         node = loop_path(func, loop, "parallel")[-1]
