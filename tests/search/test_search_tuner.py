@@ -18,6 +18,7 @@ from autotune import cli
 from autotune.config import RunConfig, load_config
 from autotune.errors import AutotuneError, ConfigError
 from autotune.measure.result import MeasureResult
+from autotune.search import candidates
 from autotune.search.log import TrialLog
 from autotune.search.tuner import tune
 
@@ -152,7 +153,9 @@ def test_every_candidate_failing_is_an_error_after_logging(tmp_path: Path) -> No
 # ---------------------------------------------------------------- peak limit
 
 
-def test_peak_limit_below_the_space_fails_fast(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_peak_limit_below_the_space_fails_fast(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     cfg_path = write_config(tmp_path, "tight", peak_limit=100)
     pattern = (
         r"^peak_limit 100 bytes is below anything the space reaches: the smallest peak found is "
@@ -161,6 +164,8 @@ def test_peak_limit_below_the_space_fails_fast(tmp_path: Path, capsys: pytest.Ca
     with pytest.raises(ConfigError, match=pattern):
         tune(load_config(cfg_path), progress=False, executor=InProcess())
     assert not (tmp_path / "tight" / "trials.jsonl").exists()
+    # the CLI's exit code and message: fewer probes will do (each one lowers a candidate)
+    monkeypatch.setattr(candidates, "PEAK_PROBE_SAMPLES", 20)
     assert cli.main(["run", str(cfg_path), "--no-progress"]) == 2
     assert capsys.readouterr().err.startswith("autotune: error: peak_limit 100 bytes is below")
 
