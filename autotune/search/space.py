@@ -111,6 +111,8 @@ class SearchSpace:
         total = 0
         for combo in itertools.product(*(k.choices for k in controls)):
             values = {**dict(self.fixed), **{k.name: v for k, v in zip(controls, combo)}}
+            if any(not k.active(values) and v != k.choices[0] for k, v in zip(controls, combo)):
+                continue  # an inactive control counts once, at its default
             total += prod(len(k.choices) if k.active(values) else 1 for k in free)
         return total
 
@@ -121,7 +123,20 @@ class SearchSpace:
         """The knobs with those that others require first, so that a sampler can decide every
         knob's activity from values it has already drawn."""
         controls = self._controlling()
-        return tuple(sorted(self.knobs, key=lambda k: k.name not in controls))
+        names = {k.name for k in self.knobs}
+        pending = sorted(self.knobs, key=lambda k: k.name not in controls)
+        order: list[Knob] = []
+        placed: set[str] = set()
+        while pending:  # a control that is itself conditional goes after the knobs it requires
+            ready = next(
+                (k for k in pending if all(name in placed or name not in names for name, _ in k.requires)), None
+            )
+            if ready is None:
+                raise ValueError(f"space {self.name!r}: knobs require each other: {[k.name for k in pending]}")
+            order.append(ready)
+            placed.add(ready.name)
+            pending.remove(ready)
+        return tuple(order)
 
     def values(self, assignment: Mapping[str, Any]) -> dict[str, Any]:
         """Every knob's value: ``assignment`` over the defaults and fixed values; ValueError outside the space."""

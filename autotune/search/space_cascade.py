@@ -21,10 +21,12 @@ from stage to stage; a global pool does not, so ``tiny_cnn`` cascades up to
                     (issue 7). Conditional: only with parallel outer
     fuse_<stage>    false | true: fuse the stage's two innermost spatial loops (columns x channels)
                     into one loop; over a row-major buffer it is one long contiguous loop, which
-                    LLVM vectorises far better than a short channel loop (pool_chain 0.38 -> 0.19 ms)
+                    LLVM vectorises far better than a short channel loop (pool_chain 0.38 -> 0.19 ms).
+                    Conditional: only without regtile_<stage>
     unroll_<stage>  false | true: unroll the stage's reduction loops (a 3x3 window, a short channel
                     sum; only where they total at most codegen.UNROLL_LIMIT iterations); the code
-                    generator writes the accumulation as a balanced tree (pool_chain 0.19 -> 0.12 ms)
+                    generator writes the accumulation as a balanced tree (pool_chain 0.19 -> 0.12 ms).
+                    Conditional: only without regtile_<stage>
     jam_<stage>     1 | 2 | 4: unroll-and-jam that many neighbouring output columns (at most: the
                     largest divisor of the column loop) below the channel loop, the window's columns
                     outside its rows; the unrolled copies share their loads and each column's partial
@@ -39,8 +41,17 @@ from stage to stage; a global pool does not, so ``tiny_cnn`` cascades up to
                     in registers over the whole reduction, and the nest is outlined and compiled with
                     the SLP vectoriser (``set_vectorizer(loop=...)``), while the rest of the kernel
                     keeps the loop vectoriser (bottleneck's project stage: see issue 7's note).
-                    Offered up to REGISTER_TILE accumulators; conditional: only without unroll_<stage>
-                    and fuse_<stage>
+                    Where the stage's columns are guarded (a strip's halo at the image border) only
+                    a one-column tile applies: its guard stays on the column loop, above the
+                    reduction (``hoist_guards``); wider tiles are invalid. bottleneck's expand under
+                    28-column strips, full size on the Zen 3 host: 1.0 ms with a one-column tile
+                    against 1.14-1.5 ms without, in the same process (issue 7's note).
+                    Offered up to REGISTER_TILE accumulators. A tiled stage is neither fused nor
+                    unrolled: fuse_<stage> and unroll_<stage> are conditional on regtile_<stage> 0.
+                    (It was the other way round, regtile conditional on unroll off; TPE then
+                    learnt early that unrolling beats the plain loop and seldom drew a tile: of
+                    280 bottleneck trials, 238 unrolled expand, 32 drew an expand tile, 6 of those
+                    ran and none of the 6 was parallel.)
     vectorize       mark the innermost non-reduction loop of the last stage (the fused one if fused);
                     conditional: only when the last stage has no register tile
 
@@ -100,11 +111,16 @@ def _register_tile(sch: Schedule, stage: str, row_dim: int, columns: int) -> Sch
     if plan is None:
         raise ScheduleError("regtile", f"stage '{stage}' is not a contraction over columns and channels")
     column = sch.get_loop(plan.column)
-    if column.loop_var in ir.free_vars(block.predicate):
-        # a strip's halo: the tile's columns are guarded one by one, its reduction's initial values
-        # stay inside the reduction loop, and the accumulators stay in memory (slower than no tile)
-        raise ScheduleError("regtile", f"stage '{stage}' guards its columns (a strip's halo); a register tile needs them all")
     factor = max(d for d in divisors(plan.columns) if d <= columns)
+    if factor > 1 and column.loop_var in ir.free_vars(block.predicate):
+        # a strip's halo: the tile's unrolled columns would be guarded one by one, its reduction's
+        # initial values stay inside the reduction loop, and the accumulators stay in memory (slower
+        # than no tile). A one-column tile keeps the column loop above the reduction, and
+        # hoist_guards lifts the guard out of the reduction and channel loops.
+        raise ScheduleError(
+            "regtile",
+            f"stage '{stage}' guards its columns (a strip's halo); a register tile of {factor} columns needs them all",
+        )
     outer, above, tile = plan.column, [], [plan.channel]
     if plan.block < plan.channels:
         sch = sch.split(plan.channel, [None, plan.block])
@@ -146,8 +162,13 @@ class CascadeFamily(Family):
         if c.col_loop is not None:
             strips = [t for t in tile_choices(c.cols, c.cols // 2) if t >= 4]
             out.append(int_domain("strip", [0, *strips], 0, c.cols))
-        out += [choice_domain(f"fuse_{s}", (False, True)) for s in c.fusable]
-        out += [choice_domain(f"unroll_{s}", (False, True)) for s in c.unrollable]
+        tileable = dict(c.tileable)
+        for s, block in c.tileable:
+            tiles = tuple(t for t in (1, 2, 4, 8) if t * block <= REGISTER_TILE)
+            out.append(choice_domain(f"regtile_{s}", (0, *tiles)))
+        untiled = {s: ((f"regtile_{s}", (0,)),) if s in tileable else () for s in {*c.fusable, *c.unrollable}}
+        out += [choice_domain(f"fuse_{s}", (False, True), untiled[s]) for s in c.fusable]
+        out += [choice_domain(f"unroll_{s}", (False, True), untiled[s]) for s in c.unrollable]
         out += [
             choice_domain(
                 f"jam_{s}",
@@ -156,10 +177,6 @@ class CascadeFamily(Family):
             )
             for s in c.jammable
         ]
-        for s, block in c.tileable:
-            tiles = tuple(t for t in (1, 2, 4, 8) if t * block <= REGISTER_TILE)
-            plain = (*((f"unroll_{s}", (False,)),) * (s in c.unrollable), *((f"fuse_{s}", (False,)),) * (s in c.fusable))
-            out.append(choice_domain(f"regtile_{s}", (0, *tiles), plain))
         out.append(choice_domain("parallel", ("none", "outer") if c.rows > 1 else ("none",)))
         if c.rows > 1:
             out.append(choice_domain("copy_pad", COPY_PADS, (("parallel", ("outer",)),)))
@@ -191,8 +208,10 @@ class CascadeFamily(Family):
             if values[f"mode_{stage}"] == "rolling":
                 sch = sch.rolling_buffer(stage, 0)
         vector_loop = inner if c.vector_loop == c.row_loop else c.vector_loop
+        registers = {stage for stage, _ in c.tileable if values.get(f"regtile_{stage}", 0)}
+        # a register-tiled stage is neither fused nor unrolled (those knobs are inactive then)
         for stage in c.fusable:
-            if not values.get(f"fuse_{stage}", False):
+            if stage in registers or not values.get(f"fuse_{stage}", False):
                 continue
             pair = _fusable_pair(sch.func, _block(sch.func, stage), dict(c.row_dims)[stage])
             if pair is None:
@@ -201,17 +220,14 @@ class CascadeFamily(Family):
             if vector_loop in pair:
                 vector_loop = sch.last[0]
         for stage in c.unrollable:
-            if values.get(f"unroll_{stage}", False):
+            if stage not in registers and values.get(f"unroll_{stage}", False):
                 if stage in c.jammable and not values.get(f"fuse_{stage}", False):
                     sch = _jam(sch, stage, dict(c.row_dims)[stage], values.get(f"jam_{stage}", 1))
                 for loop in _reduction_loops(sch.func, _block(sch.func, stage)) or ():
                     sch = sch.unroll(loop)
-        registers = set()
         for stage, _ in c.tileable:
-            plain = not values.get(f"unroll_{stage}", False) and not values.get(f"fuse_{stage}", False)
-            if plain and values.get(f"regtile_{stage}", 0):  # inactive otherwise: changes nothing
+            if stage in registers:
                 sch = _register_tile(sch, stage, dict(c.row_dims)[stage], values[f"regtile_{stage}"])
-                registers.add(stage)
         if len(outer) == 2:
             sch = sch.parallel(outer[0], copy_pad=values.get("copy_pad") or None)
         if values["vectorize"] and c.last not in registers:

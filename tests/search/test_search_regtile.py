@@ -10,6 +10,7 @@ import pytest
 
 from autotune.codegen import build, generate_source
 from autotune.config import SPACES_DIR
+from autotune.errors import ScheduleError
 from autotune.lowering import lower
 from autotune.measure import empty_outputs, reference_outputs
 from autotune.memory import Pool
@@ -35,11 +36,17 @@ def test_contractions_have_register_tiles_windows_do_not() -> None:
 def test_register_tile_knobs_and_their_conditions() -> None:
     space = load_space(SPACES_DIR / "cascade.yaml", _small(), POOLS)
     knobs = {k.name: k for k in space.knobs}
-    assert knobs["regtile_expand"] == Knob("regtile_expand", (0, 1, 2, 4, 8), (("unroll_expand", (False,)),))
-    assert knobs["regtile_project"] == Knob("regtile_project", (0, 1, 2, 4, 8), (("unroll_project", (False,)),))
+    assert knobs["regtile_expand"] == Knob("regtile_expand", (0, 1, 2, 4, 8))
+    assert knobs["regtile_project"] == Knob("regtile_project", (0, 1, 2, 4, 8))
+    # a tiled stage is not unrolled: unroll is the conditional knob, so a sampler draws the tile first
+    assert knobs["unroll_expand"] == Knob("unroll_expand", (False, True), (("regtile_expand", (0,)),))
+    assert knobs["unroll_project"] == Knob("unroll_project", (False, True), (("regtile_project", (0,)),))
     # the last stage's vector mark means nothing once its loops are a register tile
     assert knobs["vectorize"].requires == (("regtile_project", (0,)),)
-    assert not knobs["regtile_expand"].active({"unroll_expand": True})
+    assert not knobs["unroll_expand"].active({"regtile_expand": 4})
+    order = [k.name for k in space.search_order()]
+    assert order.index("regtile_expand") < order.index("unroll_expand")
+    assert order.index("regtile_project") < order.index("unroll_project") < order.index("vectorize")
 
 
 def _tiled_source() -> tuple[Any, Any, str]:
@@ -79,9 +86,63 @@ def test_register_tile_numbers() -> None:
     np.testing.assert_allclose(outputs[0], reference_outputs(wl, inputs)[0], rtol=1e-4, atol=1e-4)
 
 
-def test_an_inactive_register_tile_changes_nothing() -> None:
-    # regtile needs unroll off; a sampler that sets both (every knob drawn) gets the unrolled schedule
+def test_an_inactive_unroll_changes_nothing() -> None:
+    # unroll needs regtile 0; a sampler that sets both (every knob drawn) gets the register tile
     wl = _small()
     space = load_space(SPACES_DIR / "cascade.yaml", wl, POOLS)
-    unrolled = space.default() | {"unroll_project": True, "vectorize": True}
-    assert str(space.apply(wl.func, unrolled | {"regtile_project": 8}).func) == str(space.apply(wl.func, unrolled).func)
+    tiled = space.default() | {"regtile_project": 8}
+    assert str(space.apply(wl.func, tiled | {"unroll_project": True}).func) == str(space.apply(wl.func, tiled).func)
+    assert str(space.apply(wl.func, tiled).func) != str(space.apply(wl.func, space.default()).func)
+
+
+def _strip_values(space: Any, regtile: int) -> dict[str, Any]:
+    # expand computed per 2-row tile and 4-column strip: its 6 columns include the strip's halo,
+    # guarded against the image border (columns -1 and 8)
+    return space.default() | {
+        "tile_rows": 2,
+        "at_expand": "tile",
+        "at_depthwise": "tile",
+        "mode_expand": "rolling",
+        "strip": 4,
+        "regtile_expand": regtile,
+    }
+
+
+def _strip_tiled() -> tuple[Any, Any, str]:
+    wl = _small()
+    space = load_space(SPACES_DIR / "cascade.yaml", wl, POOLS)
+    lowered = lower(space.apply(wl.func, _strip_values(space, 1)).func, pools=POOLS)
+    return wl, lowered, generate_source(lowered.func).text
+
+
+def test_one_column_tile_under_a_strip_guards_the_column_outside_the_reduction() -> None:
+    _, _, text = _strip_tiled()
+    assert "# outlined: bottleneck_x (vectorizer: slp)\n" in text
+    expand = text[text.index("def bottleneck_x(") : text.index("def bottleneck(")]
+    lines = [line.strip() for line in expand.splitlines()[1:]]
+    # the halo guard right below the column loop; the 8 accumulators, the reduction and the 8 stores in it
+    assert lines[:2] == ["for x in range(6):", "if 0 <= x_2_0 * 4 + x - 1 and x_2_0 * 4 + x - 1 < 8:"]
+    assert sum(line.startswith("if ") for line in lines) == 1
+    assert lines.index("for rc in range(4):") > lines.index("expand_acc_7 = _c0")
+    stores = [line for line in lines if line.startswith("expand_data[")]
+    assert len(stores) == 8 and all(s.endswith(f"min(max(expand_acc_{i}, _c0), _c1)") for i, s in enumerate(stores))
+
+
+def test_a_wider_tile_under_a_strip_is_a_schedule_error() -> None:
+    wl = _small()
+    space = load_space(SPACES_DIR / "cascade.yaml", wl, POOLS)
+    with pytest.raises(
+        ScheduleError,
+        match=r"regtile: stage 'expand' guards its columns \(a strip's halo\); a register tile of 2 columns needs them all",
+    ):
+        space.apply(wl.func, _strip_values(space, 2))
+
+
+@pytest.mark.slow
+def test_one_column_tile_under_a_strip_numbers() -> None:
+    wl, lowered, _ = _strip_tiled()
+    kernel = build(lowered.func, lowered.plan)
+    inputs = wl.make_inputs(0)
+    outputs = empty_outputs(lowered.func)
+    kernel(*inputs, *outputs)
+    np.testing.assert_allclose(outputs[0], reference_outputs(wl, inputs)[0], rtol=1e-4, atol=1e-4)

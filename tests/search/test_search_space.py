@@ -110,6 +110,24 @@ def test_conditional_knobs_are_sampled_only_where_they_matter() -> None:
     assert {d["copy_pad"] for d in drawn if d["parallel"] == "outer"} == {0, 4096}
 
 
+def test_chained_conditions_are_ordered_and_counted_once() -> None:
+    # regtile_s -> unroll_s -> jam_s: a control that is itself conditional comes after its own control
+    a = Knob("a", (0, 1))
+    b = Knob("b", (False, True), (("a", (0,)),))
+    c = Knob("c", (1, 2, 4), (("b", (True,)),))
+    space = SearchSpace("chain", (c, b, a), ())
+    assert [k.name for k in space.search_order()] == ["a", "b", "c"]
+    # a=1: b and c inactive (1); a=0: b=False (1) or b=True (3 values of c)
+    assert space.size() == 1 + 1 + 3
+    rng = np.random.default_rng(0)
+    drawn = [random_assignment(space, rng) for _ in range(100)]
+    assert all(d["b"] is False and d["c"] == 1 for d in drawn if d["a"] == 1)
+    assert {d["c"] for d in drawn if d["a"] == 0 and d["b"]} == {1, 2, 4}
+    cyclic = SearchSpace("cyclic", (Knob("x", (0, 1), (("y", (0,)),)), Knob("y", (0, 1), (("x", (0,)),))), ())
+    with pytest.raises(ValueError, match=r"space 'cyclic': knobs require each other: \['x', 'y'\]"):
+        cyclic.search_order()
+
+
 def test_requirements_on_fixed_knobs_are_settled_when_the_space_loads() -> None:
     wl, _ = small("pool_chain")
     off = load_space(write_space("family: cascade\nknobs:\n  unroll_*: {value: false}\n"), wl, POOLS)
