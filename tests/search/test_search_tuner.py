@@ -8,6 +8,7 @@ module under a minute; one run goes through Ray with two workers.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,8 @@ def test_ray_run_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert best["figures"]["peak_bytes"] <= 12 * 1024
     assert best["speedup"] > 0 and best["memory_ratio"] > 0
     assert "T.prim_func" in (out / "best_ir.txt").read_text()
-    assert "best: " in printed and "faster than the default schedule" in printed
+    # faster or slower: at 8 trials of a tiny kernel, on cores shared with other tests, either happens
+    assert re.search(r"^best: .+, [0-9.]+x (faster|slower) than the default schedule", printed, re.M)
     assert "of its workspace" in printed or "its workspace" in printed
     # the trace in best.json replays: `autotune show --trace` reads it
     assert cli.main(["show", "pool_chain", "--param", "height=20", "--param", "width=20",
