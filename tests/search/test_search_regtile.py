@@ -3,6 +3,7 @@ conditions, the schedule (outlined SLP nest, accumulators in registers) and its 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -76,16 +77,6 @@ def test_register_tile_source(golden: Any) -> None:
     assert "depthwise_data[np.uintp(x_1 * 8 + c)] = min(max(depthwise_acc_0, _c0), _c1)" in text
 
 
-@pytest.mark.slow
-def test_register_tile_numbers() -> None:
-    wl, lowered, _ = _tiled_source()
-    kernel = build(lowered.func, lowered.plan)
-    inputs = wl.make_inputs(0)
-    outputs = empty_outputs(lowered.func)
-    kernel(*inputs, *outputs)
-    np.testing.assert_allclose(outputs[0], reference_outputs(wl, inputs)[0], rtol=1e-4, atol=1e-4)
-
-
 def test_an_inactive_unroll_changes_nothing() -> None:
     # unroll needs regtile 0; a sampler that sets both (every knob drawn) gets the register tile
     wl = _small()
@@ -139,8 +130,9 @@ def test_a_wider_tile_under_a_strip_is_a_schedule_error() -> None:
 
 
 @pytest.mark.slow
-def test_one_column_tile_under_a_strip_numbers() -> None:
-    wl, lowered, _ = _strip_tiled()
+@pytest.mark.parametrize("source", [_tiled_source, _strip_tiled], ids=["tiles", "one_column_under_a_strip"])
+def test_register_tile_numbers(source: Callable[[], tuple[Any, Any, str]]) -> None:
+    wl, lowered, _ = source()
     kernel = build(lowered.func, lowered.plan)
     inputs = wl.make_inputs(0)
     outputs = empty_outputs(lowered.func)
