@@ -62,7 +62,7 @@ import numpy as np  # noqa: E402
 
 from autotune import workloads  # noqa: E402
 from autotune.codegen import build  # noqa: E402
-from autotune.codegen.target import vector_width  # noqa: E402
+from autotune.codegen.target import host_has_avx512, vector_width  # noqa: E402
 from autotune.errors import AutotuneError, PoolOverflowError  # noqa: E402
 from autotune.lowering import DEFAULT_POOLS, Lowered, lower  # noqa: E402
 from autotune.measure import compare, empty_outputs, reference_outputs, time_kernel  # noqa: E402
@@ -450,8 +450,7 @@ def _machine() -> str:
         pass
     import llvmlite.binding as llvm  # the CPU LLVM compiles for: the tuned kernels are only comparable on one kind
 
-    avx512 = "+avx512f" in str(llvm.get_host_cpu_features().flatten()).split(",")
-    model += f" (LLVM cpu {llvm.get_host_cpu_name()}, {'with' if avx512 else 'no'} AVX-512)"
+    model += f" (LLVM cpu {llvm.get_host_cpu_name()}, {'with' if host_has_avx512() else 'no'} AVX-512)"
     try:
         import torch
 

@@ -31,11 +31,10 @@ import bench_vs_baselines as bench
 from thread_scaling import _median_ms, write_results
 
 from autotune import workloads
-from autotune.codegen import build
 from autotune.config import load_config
 from autotune.errors import AutotuneError
 from autotune.lowering import lower
-from autotune.measure import compare, empty_outputs, reference_outputs
+from autotune.measure import reference_outputs
 from autotune.memory import Pool
 from autotune.search.space import load_space
 
@@ -77,19 +76,16 @@ def run(workload: str, variants: list[tuple[str, dict[str, Any]]], rounds: int, 
         except (AutotuneError, ValueError) as e:
             rows.append({**row, "error": str(e)})
             continue
-        kernel = build(lowered.func, lowered.plan)
-        outputs = empty_outputs(lowered.func)
-        kernel(*inputs, *outputs)
-        ok, err = compare(outputs, expected)
-        if not ok:
-            rows.append({**row, "error": f"differs from numpy (max abs err {err:.3g})"})
+        system = bench.numba_system(name, lowered, inputs, expected)  # built and checked against numpy
+        if system.run is None:
+            rows.append({**row, "error": system.error})
             continue
-        built[name] = (kernel.dispatcher, (*inputs, *outputs, *kernel.storage))
+        built[name] = system.run
         rows.append({**row, "peak_bytes": lowered.plan.total_peak, "ms": []})
         print(f"  built {name}: {lowered.plan.total_peak:,} B", flush=True)
     by_name = {r["variant"]: r for r in rows}
     for _ in range(rounds):
-        times = {n: _median_ms(lambda d=d, a=a: d(*a), min_ms) for n, (d, a) in built.items()}
+        times = {n: _median_ms(run, min_ms) for n, run in built.items()}
         for n, t in times.items():
             by_name[n]["ms"].append(t)
         print("  " + ", ".join(f"{n} {t:.3f} ms" for n, t in times.items()), flush=True)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["VECTOR_WIDTH_ENV", "configure_numba_env", "vector_width"]
+__all__ = ["VECTOR_WIDTH_ENV", "configure_numba_env", "host_has_avx512", "vector_width"]
 
 VECTOR_WIDTH_ENV = "AUTOTUNE_VECTOR_WIDTH"
 
@@ -29,6 +29,11 @@ def _host_features() -> str:
     import llvmlite.binding as llvm
 
     return str(llvm.get_host_cpu_features().flatten())
+
+
+def host_has_avx512(features: str | None = None) -> bool:
+    """Whether the host CPU (or the feature string ``features``) has ``avx512f``; does not initialise numba."""
+    return "+avx512f" in (_host_features() if features is None else features).split(",")
 
 
 def configure_numba_env() -> str | None:
@@ -43,7 +48,7 @@ def configure_numba_env() -> str | None:
     if "numba" in sys.modules:
         return None
     features = _host_features()
-    if "+avx512f" not in features.split(","):
+    if not host_has_avx512(features):
         return None
     features = ",".join(f for f in features.split(",") if f.lstrip("+-") != "prefer-256-bit")
     features += ",-prefer-256-bit"

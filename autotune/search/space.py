@@ -111,7 +111,7 @@ class SearchSpace:
         total = 0
         for combo in itertools.product(*(k.choices for k in controls)):
             values = {**dict(self.fixed), **{k.name: v for k, v in zip(controls, combo)}}
-            if any(not k.active(values) and v != k.choices[0] for k, v in zip(controls, combo)):
+            if any(not k.active(values) and not same_value(v, k.choices[0]) for k, v in zip(controls, combo)):
                 continue  # an inactive control counts once, at its default
             total += prod(len(k.choices) if k.active(values) else 1 for k in free)
         return total
