@@ -18,6 +18,7 @@ from .. import ir
 from ..analysis import Interval, eval_interval
 from ..errors import CodegenError
 from ..ir import expr as E
+from .trees import Partials
 
 __all__ = ["ExprWriter", "Names", "py_ident"]
 
@@ -111,6 +112,7 @@ class ExprWriter:
         self.registers: dict[ir.Buffer, list[str]] = {}
         self.written: frozenset[E.Var] = frozenset()
         self.cse: dict[str, str] | None = None
+        self.partials = Partials()
         self.pending: list[str] = []
         self.scope: set[E.Var] = set()
         self.ranges: dict[E.Var, Interval] = {}
@@ -320,6 +322,7 @@ class ExprWriter:
         boundary ends the region.
         """
         self.cse = {} if on else None
+        self.partials = Partials()
         self.written = written if on else frozenset()
 
     def share(self, e: E.Expr, text: str, prefix: str = "t") -> str:
@@ -328,6 +331,20 @@ class ExprWriter:
         it, shared by every use."""
         if self.cse is None or not self._immutable(e):
             return text
+        return self._local(text, prefix)
+
+    def shares(self, e: E.Expr) -> bool:
+        """Whether ``e``'s copies in this straight-line region may share loads and partial results."""
+        return self.cse is not None and self._immutable(e)
+
+    def reduce(self, op: str, parts: list[str]) -> str:
+        """``parts`` (texts of expressions that :meth:`shares`) combined with ``op``, reusing and
+        remembering partial results of the region (:class:`~autotune.codegen.trees.Partials`)."""
+        return self.partials.reduce(op, parts, self._local)
+
+    def _local(self, text: str, prefix: str = "t") -> str:
+        """The local holding ``text`` in this straight-line region (made, and written to :attr:`pending`, once)."""
+        assert self.cse is not None
         name = self.cse.get(text)
         if name is None:
             name = self.cse[text] = self.names.fresh(prefix)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from math import prod
 
 from .. import ir
 from ..analysis import Interval, eval_interval
@@ -203,24 +202,22 @@ class _Generator(Declarations):
     def _tree(self, loops: list[ir.For], op: str, term: E.Expr) -> str:
         """The terms over ``loops`` (outermost first), the innermost loop's combined first.
 
-        Each loop's values combine pairwise (:func:`~autotune.codegen.trees.balanced`); a partial result
-        over the inner loops is shared in the straight-line region (``ExprWriter.share``).
-        With the window's rows innermost, ``max`` over a column of a 3x3 window is
-        one local, which the unrolled copies for the next two output columns reuse.
+        Where the term's copies may share (``ExprWriter.shares``: a straight-line region that
+        does not write what the term reads), each loop's values combine through
+        ``ExprWriter.reduce``, which reuses the partial results of earlier copies: with the
+        window's rows innermost, the max over a column of a 3x3 window is one local, which the
+        copies for the next two output columns reuse, and the copies for the next output row
+        reuse its pair of shared rows. Elsewhere each loop's values combine pairwise
+        (:func:`~autotune.codegen.trees.balanced`).
         """
+        shared = self.exprs.shares(term)
         first, inner = loops[0], loops[1:]
         lo, ext = E.as_int(first.min) or 0, E.as_int(first.extent) or 0
-        size = prod(E.as_int(f.extent) or 0 for f in inner)
         parts: list[str] = []
         for value in range(lo, lo + ext):
             self.exprs.bind(first.loop_var, value)
-            if not inner:
-                parts.append(self.exprs.expr(term, TREE_PREC[op]))
-            elif size == 1 or ext == 1:  # a partial of one term, or the whole tree: nothing to share
-                parts.append(self._tree(inner, op, term))
-            else:
-                parts.append(self.exprs.share(term, self._tree(inner, op, term)))
-        return balanced(op, parts)
+            parts.append(self._tree(inner, op, term) if inner else self.exprs.expr(term, TREE_PREC[op]))
+        return self.exprs.reduce(op, parts) if shared else balanced(op, parts)
 
     @contextmanager
     def _straight_line(self, nest: ir.For) -> Iterator[None]:

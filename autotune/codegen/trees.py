@@ -3,17 +3,19 @@
 A nest of unrolled constant loops around ``acc = op(acc, term)`` (max, min or
 +) is written as one tree of its terms instead of a chain of dependent steps
 (the code generator's ``_Generator._tree`` walks the nest; :func:`balanced`
-combines one loop's terms pairwise).
+combines one loop's terms pairwise). In a straight-line region the trees of
+neighbouring copies share their partial results (:class:`Partials`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from math import prod
 
 from .. import ir
 from ..ir import expr as E
 
-__all__ = ["TREE_OPS", "TREE_PREC", "UNROLL_LIMIT", "balanced", "combine", "unrolled_reduction"]
+__all__ = ["TREE_OPS", "TREE_PREC", "UNROLL_LIMIT", "Partials", "balanced", "combine", "unrolled_reduction"]
 
 UNROLL_LIMIT = 64
 """An ``unroll`` loop with a constant extent up to this becomes straight-line copies."""
@@ -64,3 +66,71 @@ def balanced(op: str, terms: list[str]) -> str:
 
 def combine(op: str, a: str, b: str) -> str:
     return f"({a} + {b})" if op == "+" else f"{op}({a}, {b})"
+
+
+class Partials:
+    """The partial results of one straight-line region, by operator and the set of parts they combine.
+
+    The unrolled copies of a window reduction (an unroll-and-jam over output rows and
+    columns) combine overlapping sets of the same parts: the 3x3 max at row ``i`` takes
+    input rows ``i..i+2`` of a column, the one at ``i + 1`` rows ``i+1..i+3``. A balanced
+    tree per copy shares nothing but equal subtrees; :meth:`reduce` first reuses the
+    largest partial already computed whose parts the new reduction contains, then pairs
+    the remaining parts from the end (the parts the next copy along a sliding window
+    shares), and remembers every partial it makes. Neighbouring 3-windows then cost one
+    operation each after the first (``max(m12, r3)`` after ``max(r0, m12)``), where
+    separate trees cost two.
+
+    Reusing a partial reorders the operation, so only associative and commutative
+    operators are combined here (max and min exactly; ``+`` under ``reassoc``), and only
+    parts whose texts name the same value throughout the region (the caller's check).
+    """
+
+    def __init__(self) -> None:
+        self.made: dict[tuple[str, frozenset[str]], str] = {}
+
+    def reduce(self, op: str, parts: list[str], local: Callable[[str], str]) -> str:
+        """``parts`` combined with ``op``, as the name of a local (``local(text)`` makes one)
+        or, for a single part, the part itself. Repeated parts are combined as a balanced
+        tree (a set cannot say how often a sum takes a term)."""
+        if len(parts) == 1:
+            return parts[0]
+        if len(set(parts)) != len(parts):
+            return balanced(op, parts)
+        whole = (op, frozenset(parts))
+        if whole in self.made:
+            return self.made[whole]
+        rest, pieces = list(parts), []
+        while len(rest) > 1:
+            have = set(rest)
+            reuse = max(
+                ((name, key[1]) for key, name in self.made.items() if key[0] == op and key[1] <= have),
+                key=lambda found: len(found[1]),
+                default=None,
+            )
+            if reuse is None:
+                break
+            pieces.append(reuse)
+            rest = [p for p in rest if p not in reuse[1]]
+        while len(rest) > 1:
+            a, b = rest[-2], rest[-1]
+            rest = rest[:-2]
+            pieces.insert(0, self._make(op, (a, frozenset((a,))), (b, frozenset((b,))), local))
+        level = [(p, frozenset((p,))) for p in rest] + pieces
+        while len(level) > 1:
+            paired = [self._make(op, x, y, local) for x, y in zip(level[0::2], level[1::2])]
+            level = paired + level[len(paired) * 2 :]
+        return level[0][0]
+
+    def _make(
+        self,
+        op: str,
+        x: tuple[str, frozenset[str]],
+        y: tuple[str, frozenset[str]],
+        local: Callable[[str], str],
+    ) -> tuple[str, frozenset[str]]:
+        covered = x[1] | y[1]
+        name = self.made.get((op, covered))
+        if name is None:
+            name = self.made[(op, covered)] = local(combine(op, x[0], y[0]))
+        return name, covered

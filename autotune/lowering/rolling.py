@@ -4,7 +4,8 @@ For every block tagged by the ``rolling_buffer`` primitive with
 ``(buffer, dim, loop, window, stride)``:
 
 - sliding window: the producer's loop over ``dim`` computes all ``window`` rows in
-  the first iteration of ``loop`` and only the ``stride`` new rows afterwards;
+  the first iteration of ``loop`` and only the ``stride`` new rows afterwards (a row
+  loop split by an unroll-and-jam of ``k`` rows slides by ``overlap / k`` steps);
 - folding: the buffer keeps ``window`` rows along ``dim``, indexed ``row % window``;
   its allocation must stay outside ``loop`` (``ALLOC_OUTSIDE`` on the root block
   tells compaction).
@@ -63,15 +64,34 @@ def _slide(block: ir.Block, func: ir.Func, dim: int, loop: ir.For, window: int, 
     idx = store.indices[dim]
     binding = dict(zip((iv.var for iv in block.iter_vars), block.bindings)).get(idx) if isinstance(idx, ir.Var) else None
     lin = to_linear(binding) if binding is not None else None
-    own = [f for f in ir.collect(loop.body, ir.For) if lin is not None and lin.coeff(f.loop_var) == 1 and block in ir.collect(f, ir.Block)]
-    own = [f for f in own if ir.as_int(f.extent) == window]
-    if not own:
-        raise LoweringError(f"inject_rolling_buffer: block '{block.name}' has no loop of extent {window} over dimension {dim}")
-    row_loop = own[0]
-    first = ir.eq(loop.loop_var, loop.min)
+    around = [
+        f for f in ir.collect(loop.body, ir.For) if lin is not None and block in ir.collect(f, ir.Block)
+    ]
+    steps = {f: (lin.coeff(f.loop_var), ir.as_int(f.extent)) for f in around} if lin is not None else {}
+    # the row loop steps `step` rows over window // step iterations; a step above 1 (the row loop split
+    # by an unroll-and-jam) needs the inner part: a loop of step 1 over `step` rows
+    rows = [
+        (f, step)
+        for f, (step, extent) in steps.items()
+        if step >= 1
+        and extent is not None
+        and step * extent == window
+        and (step == 1 or (1, step) in steps.values())
+    ]
+    if not rows:
+        raise LoweringError(
+            f"inject_rolling_buffer: block '{block.name}' has no loop of extent {window} over dimension {dim}"
+        )
+    row_loop, step = rows[0]
     overlap = window - stride
-    start = ir.select(first, 0, overlap)
-    new = replace(row_loop, min=start, extent=ir.Sub(ir.const(window), start))
+    if overlap % step:
+        raise LoweringError(
+            f"inject_rolling_buffer: block '{block.name}' computes {step} rows per iteration of loop "
+            f"'{row_loop.loop_var.name}', which does not divide the {overlap} rows that consecutive tiles share"
+        )
+    first = ir.eq(loop.loop_var, loop.min)
+    start = ir.select(first, 0, overlap // step)
+    new = replace(row_loop, min=start, extent=ir.Sub(ir.const(window // step), start))
     return row_loop, new
 
 

@@ -3,7 +3,8 @@
 
 :func:`_fusable_pair`: two innermost spatial loops that fuse into one contiguous
 loop; :func:`_reduction_loops`: reduction loops short enough to unroll;
-:func:`_jam_plan`: the column loop a window slides along (unroll-and-jam);
+:func:`_jam_plan`: the column loop a window slides along (unroll-and-jam), :func:`_row_loop`
+and :func:`_shared_rows`: the row loop it jams too;
 :func:`_tile_plan`: the column and channel loops of a contraction (a register tile).
 :mod:`~autotune.search.cascade_structure` reads the chain as a whole with them.
 """
@@ -16,6 +17,7 @@ from math import prod
 from .. import ir
 from ..analysis import to_linear
 from ..codegen import UNROLL_LIMIT
+from ..schedule.primitives.buffers import ROLLING
 from .space_family import loops_of
 
 
@@ -73,6 +75,19 @@ def _jam_plan(func: ir.Func, block: ir.Block, row_dim: int) -> _JamPlan | None:
             tuple(r.loop_var.name for r in reductions if r not in sliding),
         )
     return None
+
+
+def _row_loop(func: ir.Func, block: ir.Block, row_dim: int) -> ir.For | None:
+    """The innermost loop around ``block`` that moves its rows (the rows of one tile)."""
+    row_var = _dim_var(block, row_dim)
+    moving = [f for f in loops_of(func, block) if row_var is not None and row_var in _bound_vars(block, f)]
+    return moving[-1] if moving else None
+
+
+def _shared_rows(block: ir.Block) -> int | None:
+    """For a rolling buffer, the rows its window shares with the previous tile's (``window - stride``)."""
+    info = ir.ann_get(block.annotations, ROLLING)
+    return None if info is None else info[3] - info[4]
 
 
 @dataclass(frozen=True)

@@ -30,9 +30,17 @@ from stage to stage; a global pool does not, so ``tiny_cnn`` cascades up to
     jam_<stage>     1 | 2 | 4: unroll-and-jam that many neighbouring output columns (at most: the
                     largest divisor of the column loop) below the channel loop, the window's columns
                     outside its rows; the unrolled copies share their loads and each column's partial
-                    result (a 3x3 max over 4 columns: 18 loads and 20 max instead of 36 and 32).
+                    result (a 3x3 max over 4 columns: 18 loads and 18 max instead of 36 and 32).
                     Conditional: only with unroll_<stage> and without fuse_<stage> (the tuner samples
                     it only then; elsewhere it changes nothing)
+    jamrows_<stage> 1 | 2 | 4: unroll-and-jam that many neighbouring output rows too (at most: the
+                    largest divisor of the stage's row loop in a tile, and for a rolling buffer of
+                    the rows that consecutive tiles share: 2 for a 3x3 window), outside the jammed
+                    columns. The copies of a row share its window's rows with the next: a 3x3 max
+                    takes one max per column after the first row (codegen's ``Partials`` reuses
+                    the pair of rows that both windows hold). pool_chain, full size on the Zen 3
+                    host, hand-written kernels of this shape: 2 rows x 2-4 columns ran 0.75-0.89x
+                    the time of the tuned kernel without it (issue 7's note). Conditional like jam_.
     regtile_<stage> 0 | 1 | 2 | 4 | 8: a register tile of that many output columns (at most: the
                     largest divisor of the column loop) by the stage's channels (a block of them, the
                     largest divisor up to codegen's UNROLL_LIMIT: 48 of 96), for a contraction
@@ -67,29 +75,58 @@ from typing import Any
 from .. import ir
 from ..errors import ScheduleError
 from ..schedule import Schedule
-from .cascade_stages import _block, _fusable_pair, _jam_plan, _reduction_loops, _tile_plan
+from .cascade_stages import (
+    _block,
+    _fusable_pair,
+    _jam_plan,
+    _reduction_loops,
+    _row_loop,
+    _shared_rows,
+    _tile_plan,
+)
 from .cascade_structure import Cascade, analyze_cascade
 from .space_family import PARALLEL_PARTS, Domain, Family, choice_domain, divisors, int_domain
 
 __all__ = ["Cascade", "CascadeFamily", "analyze_cascade"]
 
 
-def _jam(sch: Schedule, stage: str, row_dim: int, columns: int) -> Schedule:
-    """Unroll-and-jam: ``columns`` neighbouring output columns of ``stage`` (at most; the largest
-    divisor of the column loop's extent not above it) as unrolled copies below the channel loop,
-    with the window's columns outside its rows, so that the copies share loads and column partials."""
-    plan = _jam_plan(sch.func, _block(sch.func, stage), row_dim)
+def _jam(sch: Schedule, stage: str, row_dim: int, columns: int, rows: int = 1) -> Schedule:
+    """Unroll-and-jam: ``columns`` neighbouring output columns and ``rows`` neighbouring output rows of
+    ``stage`` (at most; the largest divisors of the column loop's and the row loop's extents not above
+    them, and for a rolling buffer of the rows that consecutive tiles share too) as unrolled copies
+    below the channel loop, rows outside columns, with the window's columns outside its rows, so that
+    the copies share loads and partial results (codegen's ``Partials``)."""
+    block = _block(sch.func, stage)
+    plan = _jam_plan(sch.func, block, row_dim)
     if plan is None:
         raise ScheduleError("jam", f"stage '{stage}' has no column loop that its window slides along")
-    loop = sch.get_loop(plan.column)
-    extent = ir.as_int(loop.extent) or 1
+    extent = ir.as_int(sch.get_loop(plan.column).extent) or 1
     factor = max(d for d in divisors(extent) if d <= columns)
-    if factor == 1:
+    row_loop = _row_loop(sch.func, block, row_dim) if rows > 1 else None
+    row_factor = 1
+    if row_loop is not None:
+        shared = _shared_rows(block)
+        row_factor = max(
+            d
+            for d in divisors(ir.as_int(row_loop.extent) or 1)
+            if d <= rows and (shared is None or shared % d == 0)
+        )
+    if factor == 1 and row_factor == 1:
         return sch
-    sch = sch.split(plan.column, [None, factor])
-    col_outer, col_inner = sch.last
-    sch = sch.reorder(col_outer, *plan.below, col_inner, *plan.sliding, *plan.others)
-    return sch.unroll(col_inner)
+    inner: list[str] = []
+    if row_factor > 1:
+        assert row_loop is not None
+        sch = sch.split(row_loop.loop_var.name, [None, row_factor])
+        inner.append(sch.last[1])
+    column = plan.column
+    if factor > 1:
+        sch = sch.split(plan.column, [None, factor])
+        column = sch.last[0]
+        inner.append(sch.last[1])
+    sch = sch.reorder(column, *plan.below, *inner, *plan.sliding, *plan.others)
+    for loop in inner:
+        sch = sch.unroll(loop)
+    return sch
 
 
 COPY_PADS = (0, 4096)
@@ -146,7 +183,7 @@ class CascadeFamily(Family):
     """Tile a chain over the rows of its last stage (see the module docstring)."""
 
     name = "cascade"
-    patterns = ("at_*", "mode_*", "pool_*", "fuse_*", "unroll_*", "jam_*", "regtile_*")
+    patterns = ("at_*", "mode_*", "pool_*", "fuse_*", "unroll_*", "jam_*", "jamrows_*", "regtile_*")
     max_tile = 32
 
     def domains(self, func: ir.Func, pools: Sequence[str], max_tile: int) -> tuple[Domain, ...]:
@@ -169,14 +206,15 @@ class CascadeFamily(Family):
         untiled = {s: ((f"regtile_{s}", (0,)),) if s in tileable else () for s in {*c.fusable, *c.unrollable}}
         out += [choice_domain(f"fuse_{s}", (False, True), untiled[s]) for s in c.fusable]
         out += [choice_domain(f"unroll_{s}", (False, True), untiled[s]) for s in c.unrollable]
-        out += [
-            choice_domain(
-                f"jam_{s}",
-                (1, 2, 4),
-                ((f"unroll_{s}", (True,)), *(((f"fuse_{s}", (False,)),) if s in c.fusable else ())),
-            )
-            for s in c.jammable
-        ]
+        for knob in ("jam", "jamrows"):
+            out += [
+                choice_domain(
+                    f"{knob}_{s}",
+                    (1, 2, 4),
+                    ((f"unroll_{s}", (True,)), *(((f"fuse_{s}", (False,)),) if s in c.fusable else ())),
+                )
+                for s in c.jammable
+            ]
         out.append(choice_domain("parallel", ("none", "outer") if c.rows > 1 else ("none",)))
         if c.rows > 1:
             out.append(choice_domain("copy_pad", COPY_PADS, (("parallel", ("outer",)),)))
@@ -222,7 +260,8 @@ class CascadeFamily(Family):
         for stage in c.unrollable:
             if stage not in registers and values.get(f"unroll_{stage}", False):
                 if stage in c.jammable and not values.get(f"fuse_{stage}", False):
-                    sch = _jam(sch, stage, dict(c.row_dims)[stage], values.get(f"jam_{stage}", 1))
+                    rows = values.get(f"jamrows_{stage}", 1)
+                    sch = _jam(sch, stage, dict(c.row_dims)[stage], values.get(f"jam_{stage}", 1), rows)
                 for loop in _reduction_loops(sch.func, _block(sch.func, stage)) or ():
                     sch = sch.unroll(loop)
         for stage, _ in c.tileable:

@@ -221,10 +221,10 @@ def _guarded() -> ir.Func:
 
 def test_loads_in_a_select_branch_are_not_shared():
     lines = _lines(generate_source(_guarded()).text)
-    assert lines[-1] == (  # one accumulation over the unrolled k: a tree of its two terms
-        "B[i, j] = (B[i, j] + ((A[np.uintp(i - 1), j] if i - 1 >= 0 else _c0)"
-        " + (A[np.uintp(i - 1), j] if i - 1 >= 1 else _c0)))"
-    )
+    assert lines[-2:] == [  # one accumulation over the unrolled k: a tree of its two terms
+        "t = ((A[np.uintp(i - 1), j] if i - 1 >= 0 else _c0) + (A[np.uintp(i - 1), j] if i - 1 >= 1 else _c0))",
+        "B[i, j] = (B[i, j] + t)",
+    ]
     assert "ld" not in "\n".join(lines)
 
 
@@ -235,18 +235,20 @@ def test_loads_in_a_select_branch_are_shared_when_in_bounds_for_every_loop_value
     val = ir.select(I - K >= 0, a[I + 1 - K, J], 0.0)
     body = _loop(K, 2, ir.BufferStore(b, b[I, J] + val, (I, J)), "unroll")
     lines = _lines(generate_source(ir.Func("f", (a, b), _loop(I, 2, _loop(J, 4, body)))).text)
-    assert lines[-3:] == [
+    assert lines[-4:] == [
         "ld = A[np.uintp(i + 1), j]",
         "ld_1 = A[i, j]",
-        "B[i, j] = (B[i, j] + ((ld if i >= 0 else _c0) + (ld_1 if i - 1 >= 0 else _c0)))",
+        "t = ((ld if i >= 0 else _c0) + (ld_1 if i - 1 >= 0 else _c0))",
+        "B[i, j] = (B[i, j] + t)",
     ]
     # one more row of i: the load at k = 0 reads row 3, outside A, and stays in its branch
     b3 = ir.decl_buffer("B", (3, 4))
     body3 = _loop(K, 2, ir.BufferStore(b3, b3[I, J] + val, (I, J)), "unroll")
     lines = _lines(generate_source(ir.Func("f", (a, b3), _loop(I, 3, _loop(J, 4, body3)))).text)
-    assert lines[-2:] == [
+    assert lines[-3:] == [
         "ld = A[i, j]",
-        "B[i, j] = (B[i, j] + ((A[np.uintp(i + 1), j] if i >= 0 else _c0) + (ld if i - 1 >= 0 else _c0)))",
+        "t = ((A[np.uintp(i + 1), j] if i >= 0 else _c0) + (ld if i - 1 >= 0 else _c0))",
+        "B[i, j] = (B[i, j] + t)",
     ]
 
 

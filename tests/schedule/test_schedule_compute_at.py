@@ -69,6 +69,19 @@ def test_rolling_buffer_computes_each_row_once(pool, run_func, tile):
     assert allocations(lowered.func)["pool1"] == ((tile + 2) * 7 * 4,)
 
 
+def test_rolling_buffer_under_a_split_row_loop(pool, run_func):
+    # an unroll-and-jam of two rows splits the producer's row loop: its outer part slides by one step
+    sch = cascade(pool.func, "pool2", ["pool1"], tile=4, rolling=["pool1"])
+    func, counter = count_computations(sch.split("y", [None, 2]).func, "pool1")
+    lowered = run_func(pool, func, extra=(counter,))
+    np.testing.assert_array_equal(counter, np.ones_like(counter))
+    assert "for y_0 in T.serial(T.Select(y_1_0 == 0, 0, 1), 3):" in str(lowered.func)
+    # steps of three rows cannot skip the two rows that consecutive tiles share
+    message = "block 'pool1' computes 3 rows per iteration of loop 'y_0', which does not divide the 2 rows that consecutive tiles share"
+    with pytest.raises(LoweringError, match=re.escape(message)):
+        lower(sch.split("y", [None, 3]).func)
+
+
 def test_rolling_buffer_golden(pool, golden):
     sch = cascade(pool.func, "pool2", ["pool1"], tile=4, rolling=["pool1"])
     golden("schedule/rolling_buffer_pool", str(sch.func))

@@ -68,6 +68,8 @@ def test_pool_chain_knobs() -> None:
         Knob("unroll_pool2", (False, True)),
         Knob("jam_pool1", (1, 2, 4), (("unroll_pool1", (True,)), ("fuse_pool1", (False,)))),
         Knob("jam_pool2", (1, 2, 4), (("unroll_pool2", (True,)), ("fuse_pool2", (False,)))),
+        Knob("jamrows_pool1", (1, 2, 4), (("unroll_pool1", (True,)), ("fuse_pool1", (False,)))),
+        Knob("jamrows_pool2", (1, 2, 4), (("unroll_pool2", (True,)), ("fuse_pool2", (False,)))),
         Knob("parallel", ("none", "outer")),
         Knob("copy_pad", (0, 4096), (("parallel", ("outer",)),)),
         Knob("vectorize", (False, True)),
@@ -85,13 +87,15 @@ def test_pool_chain_knobs() -> None:
         "unroll_pool2": False,
         "jam_pool1": 1,
         "jam_pool2": 1,
+        "jamrows_pool1": 1,
+        "jamrows_pool2": 1,
         "parallel": "none",
         "copy_pad": 0,
         "vectorize": False,
     }
-    # jam_<stage> counts 3 only where unroll is on and fuse off (1 of 4 cases): 1.5x per stage;
-    # copy_pad counts 2 only with parallel outer: 1.5x
-    assert space.size() == 768 * 16 * 3 // 2 * 3 // 2 * 3 // 2
+    # jam_<stage> and jamrows_<stage> count 3 x 3 only where unroll is on and fuse off (1 of 4
+    # cases): 3x per stage; copy_pad counts 2 only with parallel outer: 1.5x
+    assert space.size() == 768 * 16 * 3 * 3 * 3 // 2
 
 
 def test_conditional_knobs_are_sampled_only_where_they_matter() -> None:
@@ -303,9 +307,10 @@ def test_jam_unrolls_neighbouring_columns_below_the_channels(golden: Any, tmp_pa
     lowered = lower(sch.func, pools=BIG)
     golden("search/space_pool_chain_jammed", str(lowered.func))
     text = generate_source(lowered.func).text
-    # pool2: 4 neighbours read 6 columns of 3 rows once each, and max each column once
+    # pool2: 4 neighbours read 6 columns of 3 rows once each, max each column once (12), and the
+    # windows share pairs of columns (6 instead of 8)
     pool2 = text[text.index("pool2_flat_acc_0 = _c0") :]
-    assert pool2.count("= pool1_data[") == 18 and len(re.findall(r"\bt_\d+ = max", pool2)) == 6
+    assert pool2.count("= pool1_data[") == 18 and len(re.findall(r"\bt_\d+ = max", pool2)) == 18
     inputs = wl.make_inputs(0)
     result = measure(lowered.func, wl.reference, inputs, lowered.plan, warmup=0, repeats=1, cache_dir=str(tmp_path))
     assert result.status == "ok", result
@@ -314,6 +319,40 @@ def test_jam_unrolls_neighbouring_columns_below_the_channels(golden: Any, tmp_pa
     assert space.apply(wl.func, plain).trace == space.apply(wl.func, {**plain, "jam_pool2": 1}).trace
     fused = {**values, "fuse_pool2": True}
     assert space.apply(wl.func, fused).trace == space.apply(wl.func, {**fused, "jam_pool2": 1}).trace
+
+
+def test_jamrows_unrolls_neighbouring_rows_outside_the_columns(golden: Any, tmp_path: Path) -> None:
+    from autotune.measure import measure
+
+    wl, space = small("pool_chain")
+    values = {"tile_rows": 4, "mode_pool1": "rolling", "strip": 8, "parallel": "outer", "vectorize": True}
+    values |= {"unroll_pool1": True, "unroll_pool2": True, "jam_pool1": 2, "jam_pool2": 2}
+    sch = space.apply(wl.func, {**values, "jamrows_pool1": 4, "jamrows_pool2": 4})
+    # pool2 jams the 4 rows of its tile; pool1's rolling window of 6 rows shares 2 with the previous
+    # tile, so it steps 2 rows at a time
+    assert sch.get_loops("pool2")[-6:] == ("x_1_1_0", "c_1", "y_1_2_1", "x_1_1_1", "rw_1", "rh_1")
+    assert sch.get_loops("pool1")[-7:] == ("y_0", "x_0", "c", "y_1", "x_1", "rw", "rh")
+    assert [step.kwargs()["factors"] for step in sch.trace if step.op == "split"][-4:] == [
+        (None, 2),
+        (None, 2),
+        (None, 4),
+        (None, 2),
+    ]
+    lowered = lower(sch.func, pools=BIG)
+    golden("search/space_pool_chain_jamrows", str(lowered.func))
+    text = generate_source(lowered.func).text
+    pool1, pool2 = text[: text.index("pool2_flat_acc_0 = _c0")], text[text.index("pool2_flat_acc_0 = _c0") :]
+    # 2 x 2 windows of pool1 read a 4 x 4 block once and take 18 max (4 x 8 apart)
+    assert pool1.count("= data_flat[") == 16 and len(re.findall(r"\bt(_\d+)? = max", pool1)) == 18
+    # 4 x 2 windows of pool2: 6 x 4 loads, 36 max (64 apart): rows 1 and 3 reuse a pair of rows
+    assert pool2.count("= pool1_data[") == 24 and len(re.findall(r"\bt_\d+ = max", pool2)) == 36
+    result = measure(lowered.func, wl.reference, wl.make_inputs(0), lowered.plan, warmup=0, repeats=1, cache_dir=str(tmp_path))
+    assert result.status == "ok", result
+    # like jam_, it changes nothing without unroll or with fuse
+    plain = {**values, "unroll_pool2": False}
+    assert space.apply(wl.func, plain).trace == space.apply(wl.func, {**plain, "jamrows_pool2": 4}).trace
+    fused = {**values, "fuse_pool2": True}
+    assert space.apply(wl.func, fused).trace == space.apply(wl.func, {**fused, "jamrows_pool2": 4}).trace
 
 
 def test_stages_fuse_nothing_over_their_rows() -> None:
@@ -402,6 +441,7 @@ def test_narrow_fix_and_globs() -> None:
         "unroll_expand": (True, False),
         "unroll_depthwise": (True, False),
         "jam_depthwise": (1, 2, 4),
+        "jamrows_depthwise": (1, 2, 4),
         "regtile_expand": (0, 1, 2, 4, 8),
         "regtile_project": (0, 1, 2, 4, 8),
         "parallel": ("none", "outer"),
