@@ -59,6 +59,9 @@ class SearchConfig:
     batch: int = 64
     measure_per_round: int = 8
     epsilon: float = 0.25
+    mutation: float = 0.0
+    """The share of each round's candidates drawn as one- or two-knob mutations of the best measured
+    trials (MetaSchedule's evolutionary step) instead of by the sampler; 0: the sampler alone."""
 
 
 @dataclass(frozen=True)
@@ -239,7 +242,7 @@ def _space(doc: YamlDoc, text: str, base: Path) -> Path:
 
 
 def _search(doc: YamlDoc, raw: Any, base: Path) -> SearchConfig:
-    fields = ("space", "trials", "sampler", "cost_model", "seed", "batch", "measure_per_round", "epsilon")
+    fields = ("space", "trials", "sampler", "cost_model", "seed", "batch", "measure_per_round", "epsilon", "mutation")
     sec = Section(doc, ("search",), raw, fields, required=("space", "trials"))
     space = _space(doc, sec.text("space"), base)
     batch = sec.integer("batch", 64)
@@ -255,6 +258,7 @@ def _search(doc: YamlDoc, raw: Any, base: Path) -> SearchConfig:
         batch=batch,
         measure_per_round=per_round,
         epsilon=sec.number("epsilon", 0.25, 0.0, 1.0),
+        mutation=sec.number("mutation", 0.0, 0.0, 1.0),
     )
 
 

@@ -27,6 +27,8 @@ from math import prod
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .. import ir
 from ..config import Section, YamlDoc, describe_value, read_yaml, suggest
 from ..errors import ConfigError
@@ -115,6 +117,29 @@ class SearchSpace:
                 continue  # an inactive control counts once, at its default
             total += prod(len(k.choices) if k.active(values) else 1 for k in free)
         return total
+
+    def mutate(self, values: Mapping[str, Any], rng: np.random.Generator, changes: int = 1) -> dict[str, Any]:
+        """``values`` with ``changes`` knobs, each active where it is drawn, set to another of their
+        choices (MetaSchedule's mutation of a good schedule); knobs that the change makes inactive
+        go back to their default, as a sampler leaves them. The result names every knob."""
+        out = {**self.default(), **{k: v for k, v in values.items() if k in {kn.name for kn in self.knobs}}}
+        changed: set[str] = set()
+        for _ in range(changes):  # distinct knobs: a second change must not undo the first
+            movable = [
+                k
+                for k in self.knobs
+                if len(k.choices) > 1 and k.name not in changed and k.active({**dict(self.fixed), **out})
+            ]
+            if not movable:
+                break
+            knob = movable[int(rng.integers(len(movable)))]
+            changed.add(knob.name)
+            others = [c for c in knob.choices if not same_value(c, out[knob.name])]
+            out[knob.name] = others[int(rng.integers(len(others)))]
+        for k in self.search_order():
+            if not k.active({**dict(self.fixed), **out}):
+                out[k.name] = k.choices[0]
+        return out
 
     def _controlling(self) -> set[str]:
         return {name for k in self.knobs for name, _ in k.requires}

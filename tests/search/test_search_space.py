@@ -527,3 +527,29 @@ def test_bad_space_file(case: str) -> None:
     with pytest.raises(ConfigError) as err:
         load_space(path, wl, POOLS)
     assert str(err.value) == f"{path}:{expected}"
+
+
+def test_mutate_changes_active_knobs_and_resets_the_inactive() -> None:
+    _, space = small("pool_chain")
+    parent = {**space.default(), "unroll_pool2": True, "jam_pool2": 4, "jamrows_pool2": 2, "parallel": "outer"}
+    rng = np.random.default_rng(0)
+    seen = set()
+    for _ in range(200):
+        child = space.mutate(parent, rng, changes=1)
+        assert set(child) == {k.name for k in space.knobs}
+        assert all(child[k.name] in k for k in space.knobs)
+        changed = {k for k in child if child[k] != parent[k]}
+        seen |= changed
+        if child["unroll_pool2"] is False or child["fuse_pool2"] is True:
+            # jam_ and jamrows_ went inactive: back to their defaults
+            assert changed - {"unroll_pool2", "fuse_pool2"} == {"jam_pool2", "jamrows_pool2"} and len(changed) == 3
+        elif child["parallel"] == "none":
+            assert changed == {"parallel"}  # copy_pad was at its default already
+        else:
+            assert len(changed) == 1
+    # inactive knobs are never drawn (jam_pool1 needs unroll_pool1), every active one is
+    assert "jam_pool1" not in seen and {"tile_rows", "strip", "jam_pool2", "jamrows_pool2", "copy_pad"} <= seen
+    for seed in range(50):  # two distinct knobs: the second never undoes the first (it may switch
+        # the first one off: copy_pad, then parallel none, leaves one change)
+        two = space.mutate(parent, np.random.default_rng(seed), changes=2)
+        assert 1 <= sum(two[k] != parent[k] for k in two) <= 4

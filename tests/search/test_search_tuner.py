@@ -198,3 +198,50 @@ def test_knobs_that_do_not_matter_are_recorded_at_their_default(tmp_path: Path) 
     more = load_config(write_config(tmp_path, "conditional", trials=20, cost_model="none", peak_limit=None))
     tune(more, progress=False, executor=InProcess(), resume=True)
     assert len(records(cfg.output)) == 20
+
+
+# ---------------------------------------------------------------- mutation
+
+
+def test_mutation_enqueues_neighbours_of_the_best_trials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import optuna
+
+    enqueued: list[tuple[int, dict[str, Any]]] = []  # (trials logged before, knobs)
+    real = optuna.study.Study.enqueue_trial
+
+    def spy(self: Any, params: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+        enqueued.append((len(records(tmp_path / "mut")), dict(params)))
+        real(self, params, *args, **kwargs)
+
+    monkeypatch.setattr(optuna.study.Study, "enqueue_trial", spy)
+    cfg = load_config(write_config(tmp_path, "mut", trials=12, cost_model="none", mutation=1.0, peak_limit=None))
+    tune(cfg, progress=False, executor=InProcess())
+    logged = records(cfg.output)
+    assert len(enqueued) >= 3
+    for before, knobs in enqueued:
+        ok = sorted((r for r in logged[:before] if r.status == "ok"), key=lambda r: (r.median_ms, r.trial))[:4]
+        assert ok, "a mutation before any ok trial"
+        # at most two knobs away from one of them (a knob switched off takes its dependants back to
+        # their defaults; a mutant of one parent may also be another of the four)
+        changed = min(
+            sum(1 for k, v in knobs.items() if dict(p.knobs)[k] != v and k not in _dependants(p, knobs)) for p in ok
+        )
+        assert changed <= 2, (knobs, [p.knobs for p in ok])
+    # mutation 0 (the default) leaves the sampler alone
+    enqueued.clear()
+    cfg = load_config(write_config(tmp_path, "plain", trials=6, cost_model="none", peak_limit=None))
+    tune(cfg, progress=False, executor=InProcess())
+    assert not enqueued
+
+
+def _dependants(parent: Any, child: dict[str, Any]) -> set[str]:
+    """The knobs of pool_chain's space that depend on a knob whose value differs (jam_ and jamrows_
+    on unroll_ and fuse_, copy_pad on parallel): their values follow, they are not mutations."""
+    p = dict(parent.knobs)
+    out = set()
+    for stage in ("pool1", "pool2"):
+        if any(p.get(f"{c}_{stage}") != child.get(f"{c}_{stage}", p.get(f"{c}_{stage}")) for c in ("unroll", "fuse")):
+            out |= {f"jam_{stage}", f"jamrows_{stage}"}
+    if p.get("parallel") != child.get("parallel", p.get("parallel")):
+        out.add("copy_pad")
+    return out
