@@ -62,6 +62,9 @@ class SearchConfig:
     mutation: float = 0.0
     """The share of each round's candidates drawn as one- or two-knob mutations of the best measured
     trials (MetaSchedule's evolutionary step) instead of by the sampler; 0: the sampler alone."""
+    warm_start: Path | None = None
+    """A ``best.json`` or ``trials.jsonl`` of an earlier run: its schedule (the best 4 ``ok`` trials of a
+    log) is proposed first (``autotune.search.candidates.warm_start``)."""
 
 
 @dataclass(frozen=True)
@@ -242,7 +245,10 @@ def _space(doc: YamlDoc, text: str, base: Path) -> Path:
 
 
 def _search(doc: YamlDoc, raw: Any, base: Path) -> SearchConfig:
-    fields = ("space", "trials", "sampler", "cost_model", "seed", "batch", "measure_per_round", "epsilon", "mutation")
+    fields = (
+        "space", "trials", "sampler", "cost_model", "seed", "batch", "measure_per_round", "epsilon", "mutation",
+        "warm_start",
+    )  # fmt: skip
     sec = Section(doc, ("search",), raw, fields, required=("space", "trials"))
     space = _space(doc, sec.text("space"), base)
     batch = sec.integer("batch", 64)
@@ -259,7 +265,19 @@ def _search(doc: YamlDoc, raw: Any, base: Path) -> SearchConfig:
         measure_per_round=per_round,
         epsilon=sec.number("epsilon", 0.25, 0.0, 1.0),
         mutation=sec.number("mutation", 0.0, 0.0, 1.0),
+        warm_start=_warm_start(sec, base),
     )
+
+
+def _warm_start(sec: Section, base: Path) -> Path | None:
+    """``search.warm_start``: an earlier run's ``best.json`` or ``trials.jsonl``, relative to the config file."""
+    text = sec.text("warm_start", optional=True)
+    if text is None:
+        return None
+    path = base / Path(str(text)).expanduser()
+    if path.suffix not in (".json", ".jsonl") or not _is_file(path):
+        raise sec.error("warm_start", "expected the best.json or trials.jsonl of an earlier run", text)
+    return path.resolve()
 
 
 def _measure(doc: YamlDoc, raw: Any) -> MeasureConfig:

@@ -39,8 +39,9 @@ from stage to stage; a global pool does not, so ``tiny_cnn`` cascades up to
                     columns. The copies of a row share its window's rows with the next: a 3x3 max
                     takes one max per column after the first row (codegen's ``Partials`` reuses
                     the pair of rows that both windows hold). pool_chain, full size on the Zen 3
-                    host, hand-written kernels of this shape: 2 rows x 2-4 columns ran 0.75-0.89x
-                    the time of the tuned kernel without it (issue 7's note). Conditional like jam_.
+                    host: session 8's tuned schedule with jamrows 2 on both pools ran 0.774x its
+                    time, in one process (experiments/knob_variants.py; issue 7's note).
+                    Conditional like jam_.
     regtile_<stage> 0 | 1 | 2 | 4 | 8: a register tile of that many output columns (at most: the
                     largest divisor of the column loop) by the stage's channels (a block of them, the
                     largest divisor up to codegen's UNROLL_LIMIT: 48 of 96), for a contraction

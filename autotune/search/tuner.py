@@ -102,8 +102,12 @@ class _Search:
         model: CostModel,
         executor: Executor,
         progress: bool,
+        warm: list[dict[str, Any]] | None = None,
     ) -> None:
+        """``warm``: knobs to propose first (``search.warm_start``, :func:`candidates.warm_start`)."""
         from tqdm import tqdm
+
+        warm = warm or []
 
         self.cfg, self.wl, self.space, self.log, self.model = cfg, wl, space, log, model
         self.executor = executor
@@ -127,6 +131,8 @@ class _Search:
         for record in log.records:
             self._remember(record, None)
         cand.add_logged(self.study, space, log.records)
+        for knobs in () if log.records else warm:  # a resumed run has proposed them already
+            self.study.enqueue_trial(knobs, skip_if_exists=True)
         self.clock = Stopwatch()  # where the search loop's time goes (TuneResult.driver)
 
     # ---- bookkeeping -------------------------------------------------------
@@ -345,6 +351,7 @@ def tune(
     mem = cfg.memory
     if mem.peak_limit is not None:
         cand.check_peak_limit(space, wl, mem.pools, mem.planner, cfg.search.seed, mem.peak_limit)
+    warm = [] if cfg.search.warm_start is None else cand.warm_start(cfg.search.warm_start, space)
     model = make_cost_model(cfg.search.cost_model, cfg.search.seed)
     owned = isinstance(executor, str)
     if isinstance(executor, str):
@@ -354,7 +361,7 @@ def tune(
         executor = make_executor(executor, **kwargs)
     try:
         with TrialLog(log_path) as log:
-            search = _Search(cfg, wl, space, log, model, executor, progress)
+            search = _Search(cfg, wl, space, log, model, executor, progress, warm)
             try:
                 stale = 0
                 while search.remaining > 0 and stale < STALE_ROUNDS:

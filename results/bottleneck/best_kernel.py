@@ -69,7 +69,7 @@ def bottleneck_x(data_flat, w_expand_flat, expand_data, x_2_0, y, y_2_0, y_2_1):
                 expand_acc_46 = _c0
                 expand_acc_47 = _c0
                 for rc in range(16):
-                    ld = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y * 1792 + x_2_0 * 896 + x * 16 + rc - 1808)]
+                    ld = data_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y * 1792 + x_2_0 * 896 + x * 16 + rc - 1808)]
                     ld_1 = w_expand_flat[np.uintp(rc * 96 + o_0 * 48)]
                     expand_acc_0 = expand_acc_0 + ld * ld_1
                     ld_2 = w_expand_flat[np.uintp(rc * 96 + o_0 * 48 + 1)]
@@ -166,54 +166,54 @@ def bottleneck_x(data_flat, w_expand_flat, expand_data, x_2_0, y, y_2_0, y_2_1):
                     expand_acc_46 = expand_acc_46 + ld * ld_47
                     ld_48 = w_expand_flat[np.uintp(rc * 96 + o_0 * 48 + 47)]
                     expand_acc_47 = expand_acc_47 + ld * ld_48
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48)] = min(max(expand_acc_0, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 1)] = min(max(expand_acc_1, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 2)] = min(max(expand_acc_2, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 3)] = min(max(expand_acc_3, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 4)] = min(max(expand_acc_4, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 5)] = min(max(expand_acc_5, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 6)] = min(max(expand_acc_6, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 7)] = min(max(expand_acc_7, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 8)] = min(max(expand_acc_8, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 9)] = min(max(expand_acc_9, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 10)] = min(max(expand_acc_10, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 11)] = min(max(expand_acc_11, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 12)] = min(max(expand_acc_12, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 13)] = min(max(expand_acc_13, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 14)] = min(max(expand_acc_14, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 15)] = min(max(expand_acc_15, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 16)] = min(max(expand_acc_16, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 17)] = min(max(expand_acc_17, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 18)] = min(max(expand_acc_18, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 19)] = min(max(expand_acc_19, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 20)] = min(max(expand_acc_20, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 21)] = min(max(expand_acc_21, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 22)] = min(max(expand_acc_22, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 23)] = min(max(expand_acc_23, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 24)] = min(max(expand_acc_24, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 25)] = min(max(expand_acc_25, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 26)] = min(max(expand_acc_26, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 27)] = min(max(expand_acc_27, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 28)] = min(max(expand_acc_28, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 29)] = min(max(expand_acc_29, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 30)] = min(max(expand_acc_30, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 31)] = min(max(expand_acc_31, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 32)] = min(max(expand_acc_32, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 33)] = min(max(expand_acc_33, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 34)] = min(max(expand_acc_34, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 35)] = min(max(expand_acc_35, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 36)] = min(max(expand_acc_36, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 37)] = min(max(expand_acc_37, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 38)] = min(max(expand_acc_38, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 39)] = min(max(expand_acc_39, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 40)] = min(max(expand_acc_40, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 41)] = min(max(expand_acc_41, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 42)] = min(max(expand_acc_42, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 43)] = min(max(expand_acc_43, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 44)] = min(max(expand_acc_44, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 45)] = min(max(expand_acc_45, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 46)] = min(max(expand_acc_46, _c0), _c1)
-                expand_data[np.uintp(y_2_0 * 34432 + y * 5568 + x * 96 + o_0 * 48 + 47)] = min(max(expand_acc_47, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48)] = min(max(expand_acc_0, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 1)] = min(max(expand_acc_1, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 2)] = min(max(expand_acc_2, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 3)] = min(max(expand_acc_3, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 4)] = min(max(expand_acc_4, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 5)] = min(max(expand_acc_5, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 6)] = min(max(expand_acc_6, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 7)] = min(max(expand_acc_7, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 8)] = min(max(expand_acc_8, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 9)] = min(max(expand_acc_9, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 10)] = min(max(expand_acc_10, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 11)] = min(max(expand_acc_11, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 12)] = min(max(expand_acc_12, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 13)] = min(max(expand_acc_13, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 14)] = min(max(expand_acc_14, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 15)] = min(max(expand_acc_15, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 16)] = min(max(expand_acc_16, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 17)] = min(max(expand_acc_17, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 18)] = min(max(expand_acc_18, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 19)] = min(max(expand_acc_19, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 20)] = min(max(expand_acc_20, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 21)] = min(max(expand_acc_21, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 22)] = min(max(expand_acc_22, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 23)] = min(max(expand_acc_23, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 24)] = min(max(expand_acc_24, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 25)] = min(max(expand_acc_25, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 26)] = min(max(expand_acc_26, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 27)] = min(max(expand_acc_27, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 28)] = min(max(expand_acc_28, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 29)] = min(max(expand_acc_29, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 30)] = min(max(expand_acc_30, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 31)] = min(max(expand_acc_31, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 32)] = min(max(expand_acc_32, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 33)] = min(max(expand_acc_33, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 34)] = min(max(expand_acc_34, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 35)] = min(max(expand_acc_35, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 36)] = min(max(expand_acc_36, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 37)] = min(max(expand_acc_37, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 38)] = min(max(expand_acc_38, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 39)] = min(max(expand_acc_39, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 40)] = min(max(expand_acc_40, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 41)] = min(max(expand_acc_41, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 42)] = min(max(expand_acc_42, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 43)] = min(max(expand_acc_43, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 44)] = min(max(expand_acc_44, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 45)] = min(max(expand_acc_45, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 46)] = min(max(expand_acc_46, _c0), _c1)
+                expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + y + 3) % 4 * 5568 + x * 96 + o_0 * 48 + 47)] = min(max(expand_acc_47, _c0), _c1)
 
 
 @numba.njit("void(float32[::1], float32[::1], float32[::1], int64, int64, int64, int64)", cache=True, fastmath={"afn", "arcp", "contract", "nsz", "reassoc"}, nogil=True, error_model="numpy")
@@ -292,154 +292,154 @@ def bottleneck_x_2_1_0(depthwise_data, w_project_flat, project_flat, x_2_0, y_2_
         project_flat_acc_62 = _c0
         project_flat_acc_63 = _c0
         for rc_1 in range(96):
-            ld_76 = depthwise_data[np.uintp(y_2_0 * 22528 + y_2_2 * 5376 + x_2_1_0 * 384 + rc_1)]
-            ld_77 = w_project_flat[np.uintp(rc_1 * 16)]
-            project_flat_acc_0 = project_flat_acc_0 + ld_76 * ld_77
-            ld_78 = w_project_flat[np.uintp(rc_1 * 16 + 1)]
-            project_flat_acc_1 = project_flat_acc_1 + ld_76 * ld_78
-            ld_79 = w_project_flat[np.uintp(rc_1 * 16 + 2)]
-            project_flat_acc_2 = project_flat_acc_2 + ld_76 * ld_79
-            ld_80 = w_project_flat[np.uintp(rc_1 * 16 + 3)]
-            project_flat_acc_3 = project_flat_acc_3 + ld_76 * ld_80
-            ld_81 = w_project_flat[np.uintp(rc_1 * 16 + 4)]
-            project_flat_acc_4 = project_flat_acc_4 + ld_76 * ld_81
-            ld_82 = w_project_flat[np.uintp(rc_1 * 16 + 5)]
-            project_flat_acc_5 = project_flat_acc_5 + ld_76 * ld_82
-            ld_83 = w_project_flat[np.uintp(rc_1 * 16 + 6)]
-            project_flat_acc_6 = project_flat_acc_6 + ld_76 * ld_83
-            ld_84 = w_project_flat[np.uintp(rc_1 * 16 + 7)]
-            project_flat_acc_7 = project_flat_acc_7 + ld_76 * ld_84
-            ld_85 = w_project_flat[np.uintp(rc_1 * 16 + 8)]
-            project_flat_acc_8 = project_flat_acc_8 + ld_76 * ld_85
-            ld_86 = w_project_flat[np.uintp(rc_1 * 16 + 9)]
-            project_flat_acc_9 = project_flat_acc_9 + ld_76 * ld_86
-            ld_87 = w_project_flat[np.uintp(rc_1 * 16 + 10)]
-            project_flat_acc_10 = project_flat_acc_10 + ld_76 * ld_87
-            ld_88 = w_project_flat[np.uintp(rc_1 * 16 + 11)]
-            project_flat_acc_11 = project_flat_acc_11 + ld_76 * ld_88
-            ld_89 = w_project_flat[np.uintp(rc_1 * 16 + 12)]
-            project_flat_acc_12 = project_flat_acc_12 + ld_76 * ld_89
-            ld_90 = w_project_flat[np.uintp(rc_1 * 16 + 13)]
-            project_flat_acc_13 = project_flat_acc_13 + ld_76 * ld_90
-            ld_91 = w_project_flat[np.uintp(rc_1 * 16 + 14)]
-            project_flat_acc_14 = project_flat_acc_14 + ld_76 * ld_91
-            ld_92 = w_project_flat[np.uintp(rc_1 * 16 + 15)]
-            project_flat_acc_15 = project_flat_acc_15 + ld_76 * ld_92
-            ld_93 = depthwise_data[np.uintp(y_2_0 * 22528 + y_2_2 * 5376 + x_2_1_0 * 384 + rc_1 + 96)]
-            project_flat_acc_16 = project_flat_acc_16 + ld_93 * ld_77
-            project_flat_acc_17 = project_flat_acc_17 + ld_93 * ld_78
-            project_flat_acc_18 = project_flat_acc_18 + ld_93 * ld_79
-            project_flat_acc_19 = project_flat_acc_19 + ld_93 * ld_80
-            project_flat_acc_20 = project_flat_acc_20 + ld_93 * ld_81
-            project_flat_acc_21 = project_flat_acc_21 + ld_93 * ld_82
-            project_flat_acc_22 = project_flat_acc_22 + ld_93 * ld_83
-            project_flat_acc_23 = project_flat_acc_23 + ld_93 * ld_84
-            project_flat_acc_24 = project_flat_acc_24 + ld_93 * ld_85
-            project_flat_acc_25 = project_flat_acc_25 + ld_93 * ld_86
-            project_flat_acc_26 = project_flat_acc_26 + ld_93 * ld_87
-            project_flat_acc_27 = project_flat_acc_27 + ld_93 * ld_88
-            project_flat_acc_28 = project_flat_acc_28 + ld_93 * ld_89
-            project_flat_acc_29 = project_flat_acc_29 + ld_93 * ld_90
-            project_flat_acc_30 = project_flat_acc_30 + ld_93 * ld_91
-            project_flat_acc_31 = project_flat_acc_31 + ld_93 * ld_92
-            ld_94 = depthwise_data[np.uintp(y_2_0 * 22528 + y_2_2 * 5376 + x_2_1_0 * 384 + rc_1 + 192)]
-            project_flat_acc_32 = project_flat_acc_32 + ld_94 * ld_77
-            project_flat_acc_33 = project_flat_acc_33 + ld_94 * ld_78
-            project_flat_acc_34 = project_flat_acc_34 + ld_94 * ld_79
-            project_flat_acc_35 = project_flat_acc_35 + ld_94 * ld_80
-            project_flat_acc_36 = project_flat_acc_36 + ld_94 * ld_81
-            project_flat_acc_37 = project_flat_acc_37 + ld_94 * ld_82
-            project_flat_acc_38 = project_flat_acc_38 + ld_94 * ld_83
-            project_flat_acc_39 = project_flat_acc_39 + ld_94 * ld_84
-            project_flat_acc_40 = project_flat_acc_40 + ld_94 * ld_85
-            project_flat_acc_41 = project_flat_acc_41 + ld_94 * ld_86
-            project_flat_acc_42 = project_flat_acc_42 + ld_94 * ld_87
-            project_flat_acc_43 = project_flat_acc_43 + ld_94 * ld_88
-            project_flat_acc_44 = project_flat_acc_44 + ld_94 * ld_89
-            project_flat_acc_45 = project_flat_acc_45 + ld_94 * ld_90
-            project_flat_acc_46 = project_flat_acc_46 + ld_94 * ld_91
-            project_flat_acc_47 = project_flat_acc_47 + ld_94 * ld_92
-            ld_95 = depthwise_data[np.uintp(y_2_0 * 22528 + y_2_2 * 5376 + x_2_1_0 * 384 + rc_1 + 288)]
-            project_flat_acc_48 = project_flat_acc_48 + ld_95 * ld_77
-            project_flat_acc_49 = project_flat_acc_49 + ld_95 * ld_78
-            project_flat_acc_50 = project_flat_acc_50 + ld_95 * ld_79
-            project_flat_acc_51 = project_flat_acc_51 + ld_95 * ld_80
-            project_flat_acc_52 = project_flat_acc_52 + ld_95 * ld_81
-            project_flat_acc_53 = project_flat_acc_53 + ld_95 * ld_82
-            project_flat_acc_54 = project_flat_acc_54 + ld_95 * ld_83
-            project_flat_acc_55 = project_flat_acc_55 + ld_95 * ld_84
-            project_flat_acc_56 = project_flat_acc_56 + ld_95 * ld_85
-            project_flat_acc_57 = project_flat_acc_57 + ld_95 * ld_86
-            project_flat_acc_58 = project_flat_acc_58 + ld_95 * ld_87
-            project_flat_acc_59 = project_flat_acc_59 + ld_95 * ld_88
-            project_flat_acc_60 = project_flat_acc_60 + ld_95 * ld_89
-            project_flat_acc_61 = project_flat_acc_61 + ld_95 * ld_90
-            project_flat_acc_62 = project_flat_acc_62 + ld_95 * ld_91
-            project_flat_acc_63 = project_flat_acc_63 + ld_95 * ld_92
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64)] = project_flat_acc_0
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 1)] = project_flat_acc_1
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 2)] = project_flat_acc_2
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 3)] = project_flat_acc_3
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 4)] = project_flat_acc_4
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 5)] = project_flat_acc_5
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 6)] = project_flat_acc_6
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 7)] = project_flat_acc_7
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 8)] = project_flat_acc_8
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 9)] = project_flat_acc_9
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 10)] = project_flat_acc_10
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 11)] = project_flat_acc_11
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 12)] = project_flat_acc_12
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 13)] = project_flat_acc_13
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 14)] = project_flat_acc_14
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 15)] = project_flat_acc_15
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 16)] = project_flat_acc_16
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 17)] = project_flat_acc_17
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 18)] = project_flat_acc_18
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 19)] = project_flat_acc_19
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 20)] = project_flat_acc_20
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 21)] = project_flat_acc_21
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 22)] = project_flat_acc_22
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 23)] = project_flat_acc_23
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 24)] = project_flat_acc_24
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 25)] = project_flat_acc_25
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 26)] = project_flat_acc_26
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 27)] = project_flat_acc_27
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 28)] = project_flat_acc_28
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 29)] = project_flat_acc_29
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 30)] = project_flat_acc_30
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 31)] = project_flat_acc_31
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 32)] = project_flat_acc_32
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 33)] = project_flat_acc_33
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 34)] = project_flat_acc_34
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 35)] = project_flat_acc_35
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 36)] = project_flat_acc_36
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 37)] = project_flat_acc_37
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 38)] = project_flat_acc_38
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 39)] = project_flat_acc_39
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 40)] = project_flat_acc_40
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 41)] = project_flat_acc_41
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 42)] = project_flat_acc_42
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 43)] = project_flat_acc_43
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 44)] = project_flat_acc_44
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 45)] = project_flat_acc_45
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 46)] = project_flat_acc_46
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 47)] = project_flat_acc_47
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 48)] = project_flat_acc_48
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 49)] = project_flat_acc_49
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 50)] = project_flat_acc_50
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 51)] = project_flat_acc_51
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 52)] = project_flat_acc_52
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 53)] = project_flat_acc_53
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 54)] = project_flat_acc_54
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 55)] = project_flat_acc_55
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 56)] = project_flat_acc_56
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 57)] = project_flat_acc_57
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 58)] = project_flat_acc_58
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 59)] = project_flat_acc_59
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 60)] = project_flat_acc_60
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 61)] = project_flat_acc_61
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 62)] = project_flat_acc_62
-        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 7168 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 63)] = project_flat_acc_63
+            ld_82 = depthwise_data[np.uintp(y_2_0 * 11776 + y_2_2 * 5376 + x_2_1_0 * 384 + rc_1)]
+            ld_83 = w_project_flat[np.uintp(rc_1 * 16)]
+            project_flat_acc_0 = project_flat_acc_0 + ld_82 * ld_83
+            ld_84 = w_project_flat[np.uintp(rc_1 * 16 + 1)]
+            project_flat_acc_1 = project_flat_acc_1 + ld_82 * ld_84
+            ld_85 = w_project_flat[np.uintp(rc_1 * 16 + 2)]
+            project_flat_acc_2 = project_flat_acc_2 + ld_82 * ld_85
+            ld_86 = w_project_flat[np.uintp(rc_1 * 16 + 3)]
+            project_flat_acc_3 = project_flat_acc_3 + ld_82 * ld_86
+            ld_87 = w_project_flat[np.uintp(rc_1 * 16 + 4)]
+            project_flat_acc_4 = project_flat_acc_4 + ld_82 * ld_87
+            ld_88 = w_project_flat[np.uintp(rc_1 * 16 + 5)]
+            project_flat_acc_5 = project_flat_acc_5 + ld_82 * ld_88
+            ld_89 = w_project_flat[np.uintp(rc_1 * 16 + 6)]
+            project_flat_acc_6 = project_flat_acc_6 + ld_82 * ld_89
+            ld_90 = w_project_flat[np.uintp(rc_1 * 16 + 7)]
+            project_flat_acc_7 = project_flat_acc_7 + ld_82 * ld_90
+            ld_91 = w_project_flat[np.uintp(rc_1 * 16 + 8)]
+            project_flat_acc_8 = project_flat_acc_8 + ld_82 * ld_91
+            ld_92 = w_project_flat[np.uintp(rc_1 * 16 + 9)]
+            project_flat_acc_9 = project_flat_acc_9 + ld_82 * ld_92
+            ld_93 = w_project_flat[np.uintp(rc_1 * 16 + 10)]
+            project_flat_acc_10 = project_flat_acc_10 + ld_82 * ld_93
+            ld_94 = w_project_flat[np.uintp(rc_1 * 16 + 11)]
+            project_flat_acc_11 = project_flat_acc_11 + ld_82 * ld_94
+            ld_95 = w_project_flat[np.uintp(rc_1 * 16 + 12)]
+            project_flat_acc_12 = project_flat_acc_12 + ld_82 * ld_95
+            ld_96 = w_project_flat[np.uintp(rc_1 * 16 + 13)]
+            project_flat_acc_13 = project_flat_acc_13 + ld_82 * ld_96
+            ld_97 = w_project_flat[np.uintp(rc_1 * 16 + 14)]
+            project_flat_acc_14 = project_flat_acc_14 + ld_82 * ld_97
+            ld_98 = w_project_flat[np.uintp(rc_1 * 16 + 15)]
+            project_flat_acc_15 = project_flat_acc_15 + ld_82 * ld_98
+            ld_99 = depthwise_data[np.uintp(y_2_0 * 11776 + y_2_2 * 5376 + x_2_1_0 * 384 + rc_1 + 96)]
+            project_flat_acc_16 = project_flat_acc_16 + ld_99 * ld_83
+            project_flat_acc_17 = project_flat_acc_17 + ld_99 * ld_84
+            project_flat_acc_18 = project_flat_acc_18 + ld_99 * ld_85
+            project_flat_acc_19 = project_flat_acc_19 + ld_99 * ld_86
+            project_flat_acc_20 = project_flat_acc_20 + ld_99 * ld_87
+            project_flat_acc_21 = project_flat_acc_21 + ld_99 * ld_88
+            project_flat_acc_22 = project_flat_acc_22 + ld_99 * ld_89
+            project_flat_acc_23 = project_flat_acc_23 + ld_99 * ld_90
+            project_flat_acc_24 = project_flat_acc_24 + ld_99 * ld_91
+            project_flat_acc_25 = project_flat_acc_25 + ld_99 * ld_92
+            project_flat_acc_26 = project_flat_acc_26 + ld_99 * ld_93
+            project_flat_acc_27 = project_flat_acc_27 + ld_99 * ld_94
+            project_flat_acc_28 = project_flat_acc_28 + ld_99 * ld_95
+            project_flat_acc_29 = project_flat_acc_29 + ld_99 * ld_96
+            project_flat_acc_30 = project_flat_acc_30 + ld_99 * ld_97
+            project_flat_acc_31 = project_flat_acc_31 + ld_99 * ld_98
+            ld_100 = depthwise_data[np.uintp(y_2_0 * 11776 + y_2_2 * 5376 + x_2_1_0 * 384 + rc_1 + 192)]
+            project_flat_acc_32 = project_flat_acc_32 + ld_100 * ld_83
+            project_flat_acc_33 = project_flat_acc_33 + ld_100 * ld_84
+            project_flat_acc_34 = project_flat_acc_34 + ld_100 * ld_85
+            project_flat_acc_35 = project_flat_acc_35 + ld_100 * ld_86
+            project_flat_acc_36 = project_flat_acc_36 + ld_100 * ld_87
+            project_flat_acc_37 = project_flat_acc_37 + ld_100 * ld_88
+            project_flat_acc_38 = project_flat_acc_38 + ld_100 * ld_89
+            project_flat_acc_39 = project_flat_acc_39 + ld_100 * ld_90
+            project_flat_acc_40 = project_flat_acc_40 + ld_100 * ld_91
+            project_flat_acc_41 = project_flat_acc_41 + ld_100 * ld_92
+            project_flat_acc_42 = project_flat_acc_42 + ld_100 * ld_93
+            project_flat_acc_43 = project_flat_acc_43 + ld_100 * ld_94
+            project_flat_acc_44 = project_flat_acc_44 + ld_100 * ld_95
+            project_flat_acc_45 = project_flat_acc_45 + ld_100 * ld_96
+            project_flat_acc_46 = project_flat_acc_46 + ld_100 * ld_97
+            project_flat_acc_47 = project_flat_acc_47 + ld_100 * ld_98
+            ld_101 = depthwise_data[np.uintp(y_2_0 * 11776 + y_2_2 * 5376 + x_2_1_0 * 384 + rc_1 + 288)]
+            project_flat_acc_48 = project_flat_acc_48 + ld_101 * ld_83
+            project_flat_acc_49 = project_flat_acc_49 + ld_101 * ld_84
+            project_flat_acc_50 = project_flat_acc_50 + ld_101 * ld_85
+            project_flat_acc_51 = project_flat_acc_51 + ld_101 * ld_86
+            project_flat_acc_52 = project_flat_acc_52 + ld_101 * ld_87
+            project_flat_acc_53 = project_flat_acc_53 + ld_101 * ld_88
+            project_flat_acc_54 = project_flat_acc_54 + ld_101 * ld_89
+            project_flat_acc_55 = project_flat_acc_55 + ld_101 * ld_90
+            project_flat_acc_56 = project_flat_acc_56 + ld_101 * ld_91
+            project_flat_acc_57 = project_flat_acc_57 + ld_101 * ld_92
+            project_flat_acc_58 = project_flat_acc_58 + ld_101 * ld_93
+            project_flat_acc_59 = project_flat_acc_59 + ld_101 * ld_94
+            project_flat_acc_60 = project_flat_acc_60 + ld_101 * ld_95
+            project_flat_acc_61 = project_flat_acc_61 + ld_101 * ld_96
+            project_flat_acc_62 = project_flat_acc_62 + ld_101 * ld_97
+            project_flat_acc_63 = project_flat_acc_63 + ld_101 * ld_98
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64)] = project_flat_acc_0
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 1)] = project_flat_acc_1
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 2)] = project_flat_acc_2
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 3)] = project_flat_acc_3
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 4)] = project_flat_acc_4
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 5)] = project_flat_acc_5
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 6)] = project_flat_acc_6
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 7)] = project_flat_acc_7
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 8)] = project_flat_acc_8
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 9)] = project_flat_acc_9
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 10)] = project_flat_acc_10
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 11)] = project_flat_acc_11
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 12)] = project_flat_acc_12
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 13)] = project_flat_acc_13
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 14)] = project_flat_acc_14
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 15)] = project_flat_acc_15
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 16)] = project_flat_acc_16
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 17)] = project_flat_acc_17
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 18)] = project_flat_acc_18
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 19)] = project_flat_acc_19
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 20)] = project_flat_acc_20
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 21)] = project_flat_acc_21
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 22)] = project_flat_acc_22
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 23)] = project_flat_acc_23
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 24)] = project_flat_acc_24
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 25)] = project_flat_acc_25
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 26)] = project_flat_acc_26
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 27)] = project_flat_acc_27
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 28)] = project_flat_acc_28
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 29)] = project_flat_acc_29
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 30)] = project_flat_acc_30
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 31)] = project_flat_acc_31
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 32)] = project_flat_acc_32
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 33)] = project_flat_acc_33
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 34)] = project_flat_acc_34
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 35)] = project_flat_acc_35
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 36)] = project_flat_acc_36
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 37)] = project_flat_acc_37
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 38)] = project_flat_acc_38
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 39)] = project_flat_acc_39
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 40)] = project_flat_acc_40
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 41)] = project_flat_acc_41
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 42)] = project_flat_acc_42
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 43)] = project_flat_acc_43
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 44)] = project_flat_acc_44
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 45)] = project_flat_acc_45
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 46)] = project_flat_acc_46
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 47)] = project_flat_acc_47
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 48)] = project_flat_acc_48
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 49)] = project_flat_acc_49
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 50)] = project_flat_acc_50
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 51)] = project_flat_acc_51
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 52)] = project_flat_acc_52
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 53)] = project_flat_acc_53
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 54)] = project_flat_acc_54
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 55)] = project_flat_acc_55
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 56)] = project_flat_acc_56
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 57)] = project_flat_acc_57
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 58)] = project_flat_acc_58
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 59)] = project_flat_acc_59
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 60)] = project_flat_acc_60
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 61)] = project_flat_acc_61
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 62)] = project_flat_acc_62
+        project_flat[np.uintp(y_2_0 * 100352 + y_2_1 * 3584 + y_2_2 * 1792 + x_2_0 * 896 + x_2_1_0 * 64 + 63)] = project_flat_acc_63
 
 
 @numba.njit(cache=True, fastmath={"afn", "arcp", "contract", "nsz", "reassoc"}, nogil=True, error_model="numpy", parallel=True)
@@ -449,8 +449,8 @@ def bottleneck(data, w_expand, w_depthwise, w_project, project, expand_data, dep
     # w_depthwise: float32[3, 3, 96]
     # w_project: float32[1, 1, 96, 16]
     # project: float32[1, 112, 112, 16]
-    # expand_data: float32[68864] (allocation expand in pool sram at offset 0)
-    # depthwise_data: float32[45056] (allocation depthwise in pool sram at offset 275456)
+    # expand_data: float32[46592] (allocation expand in pool sram at offset 0)
+    # depthwise_data: float32[23552] (allocation depthwise in pool sram at offset 186368)
     data_flat = data.reshape(-1)
     w_expand_flat = w_expand.reshape(-1)
     w_depthwise_flat = w_depthwise.reshape(-1)
@@ -458,67 +458,140 @@ def bottleneck(data, w_expand, w_depthwise, w_project, project, expand_data, dep
     project_flat = project.reshape(-1)
     for y_2_0 in numba.prange(2):
         for x_2_0 in range(2):
-            for y_2_1 in range(14):
-                for y in range(6):
-                    if 0 <= y_2_0 * 56 + y_2_1 * 4 + y - 1 and y_2_0 * 56 + y_2_1 * 4 + y - 1 < 112:
+            for y_2_1 in range(28):
+                for y in range((0 if y_2_1 == 0 else 2), (0 if y_2_1 == 0 else 2) + (4 - (0 if y_2_1 == 0 else 2))):
+                    if 0 <= y_2_0 * 56 + y_2_1 * 2 + y - 1 and y_2_0 * 56 + y_2_1 * 2 + y - 1 < 112:
                         bottleneck_x(data_flat, w_expand_flat, expand_data, x_2_0, y, y_2_0, y_2_1)
-                for y_1 in range(4):
-                    for x_1_0 in range(14):
-                        for c in range(96):
-                            depthwise_acc_0 = _c0
-                            depthwise_acc_0 = _c0
-                            ld_49 = expand_data[np.uintp(y_2_0 * 34432 + y_1 * 5568 + x_1_0 * 384 + c)]
-                            ld_50 = w_depthwise_flat[c]
-                            ld_51 = expand_data[np.uintp(y_2_0 * 34432 + y_1 * 5568 + x_1_0 * 384 + c + 5568)]
-                            ld_52 = w_depthwise_flat[np.uintp(c + 288)]
-                            ld_53 = expand_data[np.uintp(y_2_0 * 34432 + y_1 * 5568 + x_1_0 * 384 + c + 11136)]
-                            ld_54 = w_depthwise_flat[np.uintp(c + 576)]
-                            t = (((ld_49 if y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 - 1 < 112 else _c0) * ld_50 + (ld_51 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 - 1 < 112 else _c0) * ld_52) + (ld_53 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 - 1 < 112 else _c0) * ld_54)
-                            ld_55 = expand_data[np.uintp(y_2_0 * 34432 + y_1 * 5568 + x_1_0 * 384 + c + 96)]
-                            ld_56 = w_depthwise_flat[np.uintp(c + 96)]
-                            ld_57 = expand_data[np.uintp(y_2_0 * 34432 + y_1 * 5568 + x_1_0 * 384 + c + 5664)]
-                            ld_58 = w_depthwise_flat[np.uintp(c + 384)]
-                            ld_59 = expand_data[np.uintp(y_2_0 * 34432 + y_1 * 5568 + x_1_0 * 384 + c + 11232)]
-                            ld_60 = w_depthwise_flat[np.uintp(c + 672)]
-                            t_1 = (((ld_55 if y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_56 + (ld_57 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_58) + (ld_59 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_60)
-                            ld_61 = expand_data[np.uintp(y_2_0 * 34432 + y_1 * 5568 + x_1_0 * 384 + c + 192)]
-                            ld_62 = w_depthwise_flat[np.uintp(c + 192)]
-                            ld_63 = expand_data[np.uintp(y_2_0 * 34432 + y_1 * 5568 + x_1_0 * 384 + c + 5760)]
-                            ld_64 = w_depthwise_flat[np.uintp(c + 480)]
-                            ld_65 = expand_data[np.uintp(y_2_0 * 34432 + y_1 * 5568 + x_1_0 * 384 + c + 11328)]
-                            ld_66 = w_depthwise_flat[np.uintp(c + 768)]
-                            t_2 = (((ld_61 if y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_62 + (ld_63 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_64) + (ld_65 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_66)
-                            depthwise_acc_0 = (depthwise_acc_0 + ((t + t_1) + t_2))
-                            depthwise_data[np.uintp(y_2_0 * 22528 + y_1 * 5376 + x_1_0 * 384 + c)] = min(max(depthwise_acc_0, _c0), _c1)
-                            depthwise_acc_0_1 = _c0
-                            depthwise_acc_0_1 = _c0
-                            t_3 = (((ld_55 if y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_50 + (ld_57 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_52) + (ld_59 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_54)
-                            t_4 = (((ld_61 if y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 + 1 - 1 < 112 else _c0) * ld_56 + (ld_63 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 + 1 - 1 < 112 else _c0) * ld_58) + (ld_65 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 + 1 - 1 < 112 else _c0) * ld_60)
-                            ld_67 = expand_data[np.uintp(y_2_0 * 34432 + y_1 * 5568 + x_1_0 * 384 + c + 288)]
-                            ld_68 = expand_data[np.uintp(y_2_0 * 34432 + y_1 * 5568 + x_1_0 * 384 + c + 5856)]
-                            ld_69 = expand_data[np.uintp(y_2_0 * 34432 + y_1 * 5568 + x_1_0 * 384 + c + 11424)]
-                            t_5 = (((ld_67 if y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 + 2 - 1 < 112 else _c0) * ld_62 + (ld_68 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 + 2 - 1 < 112 else _c0) * ld_64) + (ld_69 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 + 2 - 1 < 112 else _c0) * ld_66)
-                            depthwise_acc_0_1 = (depthwise_acc_0_1 + ((t_3 + t_4) + t_5))
-                            depthwise_data[np.uintp(y_2_0 * 22528 + y_1 * 5376 + x_1_0 * 384 + c + 96)] = min(max(depthwise_acc_0_1, _c0), _c1)
-                            depthwise_acc_0_2 = _c0
-                            depthwise_acc_0_2 = _c0
-                            t_6 = (((ld_61 if y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_50 + (ld_63 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_52) + (ld_65 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_54)
-                            t_7 = (((ld_67 if y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 + 1 - 1 < 112 else _c0) * ld_56 + (ld_68 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 + 1 - 1 < 112 else _c0) * ld_58) + (ld_69 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 + 1 - 1 < 112 else _c0) * ld_60)
-                            ld_70 = expand_data[np.uintp(y_2_0 * 34432 + y_1 * 5568 + x_1_0 * 384 + c + 384)]
-                            ld_71 = expand_data[np.uintp(y_2_0 * 34432 + y_1 * 5568 + x_1_0 * 384 + c + 5952)]
-                            ld_72 = expand_data[np.uintp(y_2_0 * 34432 + y_1 * 5568 + x_1_0 * 384 + c + 11520)]
-                            t_8 = (((ld_70 if y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 + 2 - 1 < 112 else _c0) * ld_62 + (ld_71 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 + 2 - 1 < 112 else _c0) * ld_64) + (ld_72 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 + 2 - 1 < 112 else _c0) * ld_66)
-                            depthwise_acc_0_2 = (depthwise_acc_0_2 + ((t_6 + t_7) + t_8))
-                            depthwise_data[np.uintp(y_2_0 * 22528 + y_1 * 5376 + x_1_0 * 384 + c + 192)] = min(max(depthwise_acc_0_2, _c0), _c1)
-                            depthwise_acc_0_3 = _c0
-                            depthwise_acc_0_3 = _c0
-                            t_9 = (((ld_67 if y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 3 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 3 - 1 < 112 else _c0) * ld_50 + (ld_68 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 3 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 3 - 1 < 112 else _c0) * ld_52) + (ld_69 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 3 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 3 - 1 < 112 else _c0) * ld_54)
-                            t_10 = (((ld_70 if y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 3 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 3 + 1 - 1 < 112 else _c0) * ld_56 + (ld_71 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 3 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 3 + 1 - 1 < 112 else _c0) * ld_58) + (ld_72 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 3 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 3 + 1 - 1 < 112 else _c0) * ld_60)
-                            ld_73 = expand_data[np.uintp(y_2_0 * 34432 + y_1 * 5568 + x_1_0 * 384 + c + 480)]
-                            ld_74 = expand_data[np.uintp(y_2_0 * 34432 + y_1 * 5568 + x_1_0 * 384 + c + 6048)]
-                            ld_75 = expand_data[np.uintp(y_2_0 * 34432 + y_1 * 5568 + x_1_0 * 384 + c + 11616)]
-                            t_11 = (((ld_73 if y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 3 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 3 + 2 - 1 < 112 else _c0) * ld_62 + (ld_74 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 3 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 3 + 2 - 1 < 112 else _c0) * ld_64) + (ld_75 if y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 4 + y_1 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 3 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 3 + 2 - 1 < 112 else _c0) * ld_66)
-                            depthwise_acc_0_3 = (depthwise_acc_0_3 + ((t_9 + t_10) + t_11))
-                            depthwise_data[np.uintp(y_2_0 * 22528 + y_1 * 5376 + x_1_0 * 384 + c + 288)] = min(max(depthwise_acc_0_3, _c0), _c1)
-                for y_2_2 in range(4):
+                for x_1_0 in range(14):
+                    for c in range(96):
+                        depthwise_acc_0 = _c0
+                        depthwise_acc_0 = _c0
+                        ld_49 = expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + 3) % 4 * 5568 + x_1_0 * 384 + c)]
+                        ld_50 = w_depthwise_flat[c]
+                        ld_51 = expand_data[np.uintp(y_2_0 * 23296 + y_2_1 * 2 % 4 * 5568 + x_1_0 * 384 + c)]
+                        ld_52 = w_depthwise_flat[np.uintp(c + 288)]
+                        ld_53 = expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + 1) % 4 * 5568 + x_1_0 * 384 + c)]
+                        ld_54 = w_depthwise_flat[np.uintp(c + 576)]
+                        t = ((ld_51 if y_2_0 * 56 + y_2_1 * 2 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 - 1 < 112 else _c0) * ld_52 + (ld_53 if y_2_0 * 56 + y_2_1 * 2 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 - 1 < 112 else _c0) * ld_54)
+                        t_1 = ((ld_49 if y_2_0 * 56 + y_2_1 * 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 - 1 < 112 else _c0) * ld_50 + t)
+                        ld_55 = expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + 3) % 4 * 5568 + x_1_0 * 384 + c + 96)]
+                        ld_56 = w_depthwise_flat[np.uintp(c + 96)]
+                        ld_57 = expand_data[np.uintp(y_2_0 * 23296 + y_2_1 * 2 % 4 * 5568 + x_1_0 * 384 + c + 96)]
+                        ld_58 = w_depthwise_flat[np.uintp(c + 384)]
+                        ld_59 = expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + 1) % 4 * 5568 + x_1_0 * 384 + c + 96)]
+                        ld_60 = w_depthwise_flat[np.uintp(c + 672)]
+                        t_2 = ((ld_57 if y_2_0 * 56 + y_2_1 * 2 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_58 + (ld_59 if y_2_0 * 56 + y_2_1 * 2 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_60)
+                        t_3 = ((ld_55 if y_2_0 * 56 + y_2_1 * 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_56 + t_2)
+                        ld_61 = expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + 3) % 4 * 5568 + x_1_0 * 384 + c + 192)]
+                        ld_62 = w_depthwise_flat[np.uintp(c + 192)]
+                        ld_63 = expand_data[np.uintp(y_2_0 * 23296 + y_2_1 * 2 % 4 * 5568 + x_1_0 * 384 + c + 192)]
+                        ld_64 = w_depthwise_flat[np.uintp(c + 480)]
+                        ld_65 = expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + 1) % 4 * 5568 + x_1_0 * 384 + c + 192)]
+                        ld_66 = w_depthwise_flat[np.uintp(c + 768)]
+                        t_4 = ((ld_63 if y_2_0 * 56 + y_2_1 * 2 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_64 + (ld_65 if y_2_0 * 56 + y_2_1 * 2 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_66)
+                        t_5 = ((ld_61 if y_2_0 * 56 + y_2_1 * 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_62 + t_4)
+                        t_6 = (t_3 + t_5)
+                        t_7 = (t_1 + t_6)
+                        depthwise_acc_0 = (depthwise_acc_0 + t_7)
+                        depthwise_data[np.uintp(y_2_0 * 11776 + x_1_0 * 384 + c)] = min(max(depthwise_acc_0, _c0), _c1)
+                        depthwise_acc_0_1 = _c0
+                        depthwise_acc_0_1 = _c0
+                        t_8 = ((ld_57 if y_2_0 * 56 + y_2_1 * 2 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_52 + (ld_59 if y_2_0 * 56 + y_2_1 * 2 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_54)
+                        t_9 = ((ld_55 if y_2_0 * 56 + y_2_1 * 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_50 + t_8)
+                        t_10 = ((ld_63 if y_2_0 * 56 + y_2_1 * 2 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 + 1 - 1 < 112 else _c0) * ld_58 + (ld_65 if y_2_0 * 56 + y_2_1 * 2 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 + 1 - 1 < 112 else _c0) * ld_60)
+                        t_11 = ((ld_61 if y_2_0 * 56 + y_2_1 * 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 + 1 - 1 < 112 else _c0) * ld_56 + t_10)
+                        ld_67 = expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + 3) % 4 * 5568 + x_1_0 * 384 + c + 288)]
+                        ld_68 = expand_data[np.uintp(y_2_0 * 23296 + y_2_1 * 2 % 4 * 5568 + x_1_0 * 384 + c + 288)]
+                        ld_69 = expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + 1) % 4 * 5568 + x_1_0 * 384 + c + 288)]
+                        t_12 = ((ld_68 if y_2_0 * 56 + y_2_1 * 2 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 + 2 - 1 < 112 else _c0) * ld_64 + (ld_69 if y_2_0 * 56 + y_2_1 * 2 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 + 2 - 1 < 112 else _c0) * ld_66)
+                        t_13 = ((ld_67 if y_2_0 * 56 + y_2_1 * 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 + 2 - 1 < 112 else _c0) * ld_62 + t_12)
+                        t_14 = (t_11 + t_13)
+                        t_15 = (t_9 + t_14)
+                        depthwise_acc_0_1 = (depthwise_acc_0_1 + t_15)
+                        depthwise_data[np.uintp(y_2_0 * 11776 + x_1_0 * 384 + c + 96)] = min(max(depthwise_acc_0_1, _c0), _c1)
+                        depthwise_acc_0_2 = _c0
+                        depthwise_acc_0_2 = _c0
+                        t_16 = ((ld_63 if y_2_0 * 56 + y_2_1 * 2 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_52 + (ld_65 if y_2_0 * 56 + y_2_1 * 2 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_54)
+                        t_17 = ((ld_61 if y_2_0 * 56 + y_2_1 * 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_50 + t_16)
+                        t_18 = ((ld_68 if y_2_0 * 56 + y_2_1 * 2 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 + 1 - 1 < 112 else _c0) * ld_58 + (ld_69 if y_2_0 * 56 + y_2_1 * 2 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 + 1 - 1 < 112 else _c0) * ld_60)
+                        t_19 = ((ld_67 if y_2_0 * 56 + y_2_1 * 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 + 1 - 1 < 112 else _c0) * ld_56 + t_18)
+                        ld_70 = expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + 3) % 4 * 5568 + x_1_0 * 384 + c + 384)]
+                        ld_71 = expand_data[np.uintp(y_2_0 * 23296 + y_2_1 * 2 % 4 * 5568 + x_1_0 * 384 + c + 384)]
+                        ld_72 = expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + 1) % 4 * 5568 + x_1_0 * 384 + c + 384)]
+                        t_20 = ((ld_71 if y_2_0 * 56 + y_2_1 * 2 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 + 2 - 1 < 112 else _c0) * ld_64 + (ld_72 if y_2_0 * 56 + y_2_1 * 2 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 + 2 - 1 < 112 else _c0) * ld_66)
+                        t_21 = ((ld_70 if y_2_0 * 56 + y_2_1 * 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 + 2 - 1 < 112 else _c0) * ld_62 + t_20)
+                        t_22 = (t_19 + t_21)
+                        t_23 = (t_17 + t_22)
+                        depthwise_acc_0_2 = (depthwise_acc_0_2 + t_23)
+                        depthwise_data[np.uintp(y_2_0 * 11776 + x_1_0 * 384 + c + 192)] = min(max(depthwise_acc_0_2, _c0), _c1)
+                        depthwise_acc_0_3 = _c0
+                        depthwise_acc_0_3 = _c0
+                        t_24 = ((ld_68 if y_2_0 * 56 + y_2_1 * 2 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 3 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 3 - 1 < 112 else _c0) * ld_52 + (ld_69 if y_2_0 * 56 + y_2_1 * 2 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 3 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 3 - 1 < 112 else _c0) * ld_54)
+                        t_25 = ((ld_67 if y_2_0 * 56 + y_2_1 * 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 3 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 3 - 1 < 112 else _c0) * ld_50 + t_24)
+                        t_26 = ((ld_71 if y_2_0 * 56 + y_2_1 * 2 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 3 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 3 + 1 - 1 < 112 else _c0) * ld_58 + (ld_72 if y_2_0 * 56 + y_2_1 * 2 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 3 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 3 + 1 - 1 < 112 else _c0) * ld_60)
+                        t_27 = ((ld_70 if y_2_0 * 56 + y_2_1 * 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 3 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 3 + 1 - 1 < 112 else _c0) * ld_56 + t_26)
+                        ld_73 = expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + 3) % 4 * 5568 + x_1_0 * 384 + c + 480)]
+                        ld_74 = expand_data[np.uintp(y_2_0 * 23296 + y_2_1 * 2 % 4 * 5568 + x_1_0 * 384 + c + 480)]
+                        ld_75 = expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + 1) % 4 * 5568 + x_1_0 * 384 + c + 480)]
+                        t_28 = ((ld_74 if y_2_0 * 56 + y_2_1 * 2 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 3 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 3 + 2 - 1 < 112 else _c0) * ld_64 + (ld_75 if y_2_0 * 56 + y_2_1 * 2 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 3 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 3 + 2 - 1 < 112 else _c0) * ld_66)
+                        t_29 = ((ld_73 if y_2_0 * 56 + y_2_1 * 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 3 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 3 + 2 - 1 < 112 else _c0) * ld_62 + t_28)
+                        t_30 = (t_27 + t_29)
+                        t_31 = (t_25 + t_30)
+                        depthwise_acc_0_3 = (depthwise_acc_0_3 + t_31)
+                        depthwise_data[np.uintp(y_2_0 * 11776 + x_1_0 * 384 + c + 288)] = min(max(depthwise_acc_0_3, _c0), _c1)
+                        depthwise_acc_0_4 = _c0
+                        depthwise_acc_0_4 = _c0
+                        ld_76 = expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + 2) % 4 * 5568 + x_1_0 * 384 + c)]
+                        t_32 = ((ld_53 if y_2_0 * 56 + y_2_1 * 2 + 1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 - 1 < 112 else _c0) * ld_52 + (ld_76 if y_2_0 * 56 + y_2_1 * 2 + 1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 - 1 < 112 else _c0) * ld_54)
+                        t_33 = ((ld_51 if y_2_0 * 56 + y_2_1 * 2 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 - 1 < 112 else _c0) * ld_50 + t_32)
+                        ld_77 = expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + 2) % 4 * 5568 + x_1_0 * 384 + c + 96)]
+                        t_34 = ((ld_59 if y_2_0 * 56 + y_2_1 * 2 + 1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_58 + (ld_77 if y_2_0 * 56 + y_2_1 * 2 + 1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_60)
+                        t_35 = ((ld_57 if y_2_0 * 56 + y_2_1 * 2 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_56 + t_34)
+                        ld_78 = expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + 2) % 4 * 5568 + x_1_0 * 384 + c + 192)]
+                        t_36 = ((ld_65 if y_2_0 * 56 + y_2_1 * 2 + 1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_64 + (ld_78 if y_2_0 * 56 + y_2_1 * 2 + 1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_66)
+                        t_37 = ((ld_63 if y_2_0 * 56 + y_2_1 * 2 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_62 + t_36)
+                        t_38 = (t_35 + t_37)
+                        t_39 = (t_33 + t_38)
+                        depthwise_acc_0_4 = (depthwise_acc_0_4 + t_39)
+                        depthwise_data[np.uintp(y_2_0 * 11776 + x_1_0 * 384 + c + 5376)] = min(max(depthwise_acc_0_4, _c0), _c1)
+                        depthwise_acc_0_5 = _c0
+                        depthwise_acc_0_5 = _c0
+                        t_40 = ((ld_59 if y_2_0 * 56 + y_2_1 * 2 + 1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_52 + (ld_77 if y_2_0 * 56 + y_2_1 * 2 + 1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_54)
+                        t_41 = ((ld_57 if y_2_0 * 56 + y_2_1 * 2 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 - 1 < 112 else _c0) * ld_50 + t_40)
+                        t_42 = ((ld_65 if y_2_0 * 56 + y_2_1 * 2 + 1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 + 1 - 1 < 112 else _c0) * ld_58 + (ld_78 if y_2_0 * 56 + y_2_1 * 2 + 1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 + 1 - 1 < 112 else _c0) * ld_60)
+                        t_43 = ((ld_63 if y_2_0 * 56 + y_2_1 * 2 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 + 1 - 1 < 112 else _c0) * ld_56 + t_42)
+                        ld_79 = expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + 2) % 4 * 5568 + x_1_0 * 384 + c + 288)]
+                        t_44 = ((ld_69 if y_2_0 * 56 + y_2_1 * 2 + 1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 + 2 - 1 < 112 else _c0) * ld_64 + (ld_79 if y_2_0 * 56 + y_2_1 * 2 + 1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 + 2 - 1 < 112 else _c0) * ld_66)
+                        t_45 = ((ld_68 if y_2_0 * 56 + y_2_1 * 2 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 1 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 1 + 2 - 1 < 112 else _c0) * ld_62 + t_44)
+                        t_46 = (t_43 + t_45)
+                        t_47 = (t_41 + t_46)
+                        depthwise_acc_0_5 = (depthwise_acc_0_5 + t_47)
+                        depthwise_data[np.uintp(y_2_0 * 11776 + x_1_0 * 384 + c + 5472)] = min(max(depthwise_acc_0_5, _c0), _c1)
+                        depthwise_acc_0_6 = _c0
+                        depthwise_acc_0_6 = _c0
+                        t_48 = ((ld_65 if y_2_0 * 56 + y_2_1 * 2 + 1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_52 + (ld_78 if y_2_0 * 56 + y_2_1 * 2 + 1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_54)
+                        t_49 = ((ld_63 if y_2_0 * 56 + y_2_1 * 2 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 - 1 < 112 else _c0) * ld_50 + t_48)
+                        t_50 = ((ld_69 if y_2_0 * 56 + y_2_1 * 2 + 1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 + 1 - 1 < 112 else _c0) * ld_58 + (ld_79 if y_2_0 * 56 + y_2_1 * 2 + 1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 + 1 - 1 < 112 else _c0) * ld_60)
+                        t_51 = ((ld_68 if y_2_0 * 56 + y_2_1 * 2 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 + 1 - 1 < 112 else _c0) * ld_56 + t_50)
+                        ld_80 = expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + 2) % 4 * 5568 + x_1_0 * 384 + c + 384)]
+                        t_52 = ((ld_72 if y_2_0 * 56 + y_2_1 * 2 + 1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 + 2 - 1 < 112 else _c0) * ld_64 + (ld_80 if y_2_0 * 56 + y_2_1 * 2 + 1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 + 2 - 1 < 112 else _c0) * ld_66)
+                        t_53 = ((ld_71 if y_2_0 * 56 + y_2_1 * 2 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 2 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 2 + 2 - 1 < 112 else _c0) * ld_62 + t_52)
+                        t_54 = (t_51 + t_53)
+                        t_55 = (t_49 + t_54)
+                        depthwise_acc_0_6 = (depthwise_acc_0_6 + t_55)
+                        depthwise_data[np.uintp(y_2_0 * 11776 + x_1_0 * 384 + c + 5568)] = min(max(depthwise_acc_0_6, _c0), _c1)
+                        depthwise_acc_0_7 = _c0
+                        depthwise_acc_0_7 = _c0
+                        t_56 = ((ld_69 if y_2_0 * 56 + y_2_1 * 2 + 1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 3 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 3 - 1 < 112 else _c0) * ld_52 + (ld_79 if y_2_0 * 56 + y_2_1 * 2 + 1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 3 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 3 - 1 < 112 else _c0) * ld_54)
+                        t_57 = ((ld_68 if y_2_0 * 56 + y_2_1 * 2 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 3 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 3 - 1 < 112 else _c0) * ld_50 + t_56)
+                        t_58 = ((ld_72 if y_2_0 * 56 + y_2_1 * 2 + 1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 3 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 3 + 1 - 1 < 112 else _c0) * ld_58 + (ld_80 if y_2_0 * 56 + y_2_1 * 2 + 1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 3 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 3 + 1 - 1 < 112 else _c0) * ld_60)
+                        t_59 = ((ld_71 if y_2_0 * 56 + y_2_1 * 2 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 3 + 1 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 3 + 1 - 1 < 112 else _c0) * ld_56 + t_58)
+                        ld_81 = expand_data[np.uintp(y_2_0 * 23296 + (y_2_1 * 2 + 2) % 4 * 5568 + x_1_0 * 384 + c + 480)]
+                        t_60 = ((ld_75 if y_2_0 * 56 + y_2_1 * 2 + 1 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 3 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 3 + 2 - 1 < 112 else _c0) * ld_64 + (ld_81 if y_2_0 * 56 + y_2_1 * 2 + 1 + 2 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 + 2 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 3 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 3 + 2 - 1 < 112 else _c0) * ld_66)
+                        t_61 = ((ld_74 if y_2_0 * 56 + y_2_1 * 2 + 1 - 1 >= 0 and y_2_0 * 56 + y_2_1 * 2 + 1 - 1 < 112 and x_2_0 * 56 + x_1_0 * 4 + 3 + 2 - 1 >= 0 and x_2_0 * 56 + x_1_0 * 4 + 3 + 2 - 1 < 112 else _c0) * ld_62 + t_60)
+                        t_62 = (t_59 + t_61)
+                        t_63 = (t_57 + t_62)
+                        depthwise_acc_0_7 = (depthwise_acc_0_7 + t_63)
+                        depthwise_data[np.uintp(y_2_0 * 11776 + x_1_0 * 384 + c + 5664)] = min(max(depthwise_acc_0_7, _c0), _c1)
+                for y_2_2 in range(2):
                     bottleneck_x_2_1_0(depthwise_data, w_project_flat, project_flat, x_2_0, y_2_0, y_2_1, y_2_2)

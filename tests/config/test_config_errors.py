@@ -94,6 +94,14 @@ CASES = {
         ("  trials: 40", "  trials: 40\n  epsilon: 2"),
         "10: search.epsilon: expected a number from 0 to 1, got 2",
     ),
+    "a big mutation share": (
+        ("  trials: 40", "  trials: 40\n  mutation: 1.5"),
+        "10: search.mutation: expected a number from 0 to 1, got 1.5",
+    ),
+    "a warm start that is not there": (
+        ("  trials: 40", "  trials: 40\n  warm_start: earlier/best.json"),
+        "10: search.warm_start: expected the best.json or trials.jsonl of an earlier run, got 'earlier/best.json'",
+    ),
     "more measured than drawn": (
         ("  trials: 40", "  trials: 40\n  batch: 4\n  measure_per_round: 8"),
         "11: search.measure_per_round: expected at most batch (4), got 8",

@@ -245,3 +245,23 @@ def _dependants(parent: Any, child: dict[str, Any]) -> set[str]:
     if p.get("parallel") != child.get("parallel", p.get("parallel")):
         out.add("copy_pad")
     return out
+
+
+def test_warm_start_proposes_an_earlier_best_first(tmp_path: Path) -> None:
+    first = load_config(write_config(tmp_path, "first", trials=4, cost_model="none", peak_limit=None))
+    best = json.loads((tune(first, progress=False, executor=InProcess()).output / "best.json").read_text())
+    cfg = load_config(
+        write_config(tmp_path, "warm", trials=3, cost_model="none", peak_limit=None, seed=11, warm_start="first/best.json")
+    )
+    assert cfg.search.warm_start == (tmp_path / "first" / "best.json").resolve()
+    tune(cfg, progress=False, executor=InProcess())
+    again = [r for r in records(cfg.output) if r.key == best["key"]]  # the same schedule, measured again
+    assert len(again) == 1 and again[0].round == 0 and again[0].status == "ok"
+    # a value the space does not offer names the file and the knob; nothing is logged
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"knobs": {**best["knobs"], "strip": 5}}))
+    cfg = load_config(write_config(tmp_path, "bad", trials=3, cost_model="none", peak_limit=None, warm_start="bad.json"))
+    message = f"{bad}: search.warm_start: knob 'strip' is 5, not one of its choices [0, 4, 8]"
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        tune(cfg, progress=False, executor=InProcess())
+    assert not (tmp_path / "bad" / "trials.jsonl").exists()
