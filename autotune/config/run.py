@@ -64,7 +64,7 @@ class SearchConfig:
     trials (MetaSchedule's evolutionary step) instead of by the sampler; 0: the sampler alone."""
     warm_start: Path | None = None
     """A ``best.json`` or ``trials.jsonl`` of an earlier run: its schedule (the best 4 ``ok`` trials of a
-    log) is proposed first (``autotune.search.candidates.warm_start``)."""
+    log) is proposed first (``autotune.search.best.warm_start``)."""
 
 
 @dataclass(frozen=True)

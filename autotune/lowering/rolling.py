@@ -18,9 +18,9 @@ from dataclasses import replace
 from .. import ir
 from ..analysis.linear import to_linear
 from ..errors import LoweringError
+from ..schedule.primitives.buffers import ROLLING
 from ..schedule.tree import allocating_block, replace_stmt
 
-ROLLING = "rolling_buffer"
 ALLOC_OUTSIDE = "autotune.alloc_outside"
 
 
@@ -64,24 +64,17 @@ def _slide(block: ir.Block, func: ir.Func, dim: int, loop: ir.For, window: int, 
     idx = store.indices[dim]
     binding = dict(zip((iv.var for iv in block.iter_vars), block.bindings)).get(idx) if isinstance(idx, ir.Var) else None
     lin = to_linear(binding) if binding is not None else None
-    around = [
-        f for f in ir.collect(loop.body, ir.For) if lin is not None and block in ir.collect(f, ir.Block)
-    ]
-    steps = {f: (lin.coeff(f.loop_var), ir.as_int(f.extent)) for f in around} if lin is not None else {}
+    around = [f for f in ir.collect(loop.body, ir.For) if block in ir.collect(f, ir.Block)] if lin is not None else []
+    steps = {f: (lin.coeff(f.loop_var), ir.as_int(f.extent)) for f in around if lin is not None}
     # the row loop steps `step` rows over window // step iterations; a step above 1 (the row loop split
     # by an unroll-and-jam) needs the inner part: a loop of step 1 over `step` rows
     rows = [
         (f, step)
         for f, (step, extent) in steps.items()
-        if step >= 1
-        and extent is not None
-        and step * extent == window
-        and (step == 1 or (1, step) in steps.values())
+        if step >= 1 and extent is not None and step * extent == window and (step == 1 or (1, step) in steps.values())
     ]
     if not rows:
-        raise LoweringError(
-            f"inject_rolling_buffer: block '{block.name}' has no loop of extent {window} over dimension {dim}"
-        )
+        raise LoweringError(f"inject_rolling_buffer: block '{block.name}' has no loop of extent {window} over dimension {dim}")
     row_loop, step = rows[0]
     overlap = window - stride
     if overlap % step:

@@ -28,17 +28,19 @@ from typing import Any
 
 from ..codegen import generate_source
 from ..config import RunConfig
-from ..errors import AutotuneError
+from ..errors import AutotuneError, ConfigError
 from ..files import write_atomic
 from ..measure.result import MeasureResult
 from ..schedule import Schedule
 from ..workloads import Workload
 from . import candidates as cand
 from .executors import Executor
+from .log import TrialLog
 from .records import TrialRecord
+from .space import SearchSpace
 from .stopwatch import DriverTime
 
-__all__ = ["REMEASURE_ROUNDS", "TOP_K", "Figures", "TuneResult", "finish", "top_trials"]
+__all__ = ["REMEASURE_ROUNDS", "TOP_K", "Figures", "TuneResult", "finish", "top_trials", "warm_start"]
 
 TOP_K = 5
 REMEASURE_ROUNDS = 5
@@ -78,6 +80,40 @@ class TuneResult:
     memory_ratio: float | None
     output: Path
     driver: DriverTime | None = None
+
+
+WARM_START_TRIALS = 4
+"""How many of a warm-start log's best ``ok`` trials are proposed first."""
+
+
+def warm_start(path: Path, space: SearchSpace) -> list[dict[str, Any]]:
+    """The active knobs of the schedules in ``path``: a ``best.json`` (its knobs) or a
+    ``trials.jsonl`` (its :data:`WARM_START_TRIALS` fastest ``ok`` trials). Knobs the space no
+    longer has are dropped and knobs it has gained take their defaults (the space may have
+    grown since that run); a value that is not one of its knob's choices is a ConfigError."""
+    try:
+        if path.suffix == ".jsonl":
+            found = [dict(r.knobs) for r in top_trials(TrialLog.load(path), WARM_START_TRIALS)]
+        else:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(data, dict) or not isinstance(data.get("knobs"), dict):
+                raise ConfigError(f"{path}: search.warm_start: expected a best.json with a 'knobs' object")
+            found = [data["knobs"]]
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"{path}: search.warm_start: cannot read it ({e})") from None
+    out = []
+    for knobs in found:
+        values = space.default()
+        for knob in space.knobs:
+            if knob.name in knobs:
+                if knobs[knob.name] not in knob:
+                    raise ConfigError(
+                        f"{path}: search.warm_start: knob {knob.name!r} is {knobs[knob.name]!r}, "
+                        f"not one of its choices {list(knob.choices)}"
+                    )
+                values[knob.name] = knobs[knob.name]
+        out.append(space.active_values(values))
+    return out
 
 
 def top_trials(records: Sequence[TrialRecord], k: int = TOP_K) -> list[TrialRecord]:

@@ -9,7 +9,6 @@
   the trials of a resumed log.
 - :func:`choose` is MetaSchedule's epsilon-greedy pick among ranked candidates.
 - :func:`check_peak_limit` fails fast when no schedule of the space fits the limit.
-- :func:`warm_start` reads the schedules an earlier run found (``search.warm_start``).
 
 What Optuna is told
 -------------------
@@ -66,15 +65,12 @@ __all__ = [
     "make_task",
     "make_study",
     "tell",
-    "warm_start",
 ]
 
 PENALTY_MS = 1e6
 """The objective value told to Optuna for a trial without a latency (it is also infeasible)."""
 UNBOUNDED = 1 << 40
 PEAK_PROBE_SAMPLES = 200
-WARM_START_TRIALS = 4
-"""How many of a warm-start log's best ``ok`` trials are proposed first."""
 
 
 @dataclass(frozen=True)
@@ -286,38 +282,3 @@ def choose(predicted: np.ndarray, n: int, epsilon: float, rng: np.random.Generat
     rest = order[n - explore :]
     return top + [int(i) for i in rng.choice(rest, size=explore, replace=False)]
 
-
-def warm_start(path: Path, space: SearchSpace) -> list[dict[str, Any]]:
-    """The active knobs of the schedules in ``path``: a ``best.json`` (its knobs) or a
-    ``trials.jsonl`` (its :data:`WARM_START_TRIALS` fastest ``ok`` trials). Knobs the space no
-    longer has are dropped and knobs it has gained take their defaults (the space may have
-    grown since that run); a value that is not one of its knob's choices is a ConfigError."""
-    import json
-
-    from .log import TrialLog
-
-    try:
-        if path.suffix == ".jsonl":
-            ok = [r for r in TrialLog.load(path) if r.status == "ok" and r.median_ms is not None]
-            found = [dict(r.knobs) for r in sorted(ok, key=lambda r: (r.median_ms, r.trial))[:WARM_START_TRIALS]]
-        else:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            if not isinstance(data, dict) or not isinstance(data.get("knobs"), dict):
-                raise ConfigError(f"{path}: search.warm_start: expected a best.json with a 'knobs' object")
-            found = [data["knobs"]]
-    except (OSError, ValueError) as e:
-        raise ConfigError(f"{path}: search.warm_start: cannot read it ({e})") from None
-    fixed = dict(space.fixed)
-    out = []
-    for knobs in found:
-        values = space.default()
-        for knob in space.knobs:
-            if knob.name in knobs:
-                if knobs[knob.name] not in knob:
-                    raise ConfigError(
-                        f"{path}: search.warm_start: knob {knob.name!r} is {knobs[knob.name]!r}, "
-                        f"not one of its choices {list(knob.choices)}"
-                    )
-                values[knob.name] = knobs[knob.name]
-        out.append({k.name: values[k.name] for k in space.knobs if k.active({**fixed, **values})})
-    return out

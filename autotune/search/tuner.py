@@ -59,7 +59,7 @@ from ..errors import AutotuneError, ScheduleError
 from ..schedule import Schedule
 from ..workloads import Workload
 from . import candidates as cand
-from .best import TuneResult, finish
+from .best import TuneResult, finish, top_trials, warm_start
 from .cost_model import CostModel, make_cost_model
 from .executors import Executor, make_executor
 from .features import FEATURE_NAMES, feature_vector, features
@@ -104,7 +104,7 @@ class _Search:
         progress: bool,
         warm: list[dict[str, Any]] | None = None,
     ) -> None:
-        """``warm``: knobs to propose first (``search.warm_start``, :func:`candidates.warm_start`)."""
+        """``warm``: knobs to propose first (``search.warm_start``, :func:`best.warm_start`)."""
         from tqdm import tqdm
 
         warm = warm or []
@@ -212,17 +212,12 @@ class _Search:
         """``n`` mutations (one or two knobs each, :meth:`SearchSpace.mutate`) of the best ``ok``
         trials so far, parents in turn from the fastest; only their active knobs (what a sampler
         would be asked). None before the first ``ok`` trial."""
-        timed = [(r.median_ms, r.trial, r) for r in self.log.records if r.status == "ok" and r.median_ms is not None]
-        parents = [dict(r.knobs) for _, _, r in sorted(timed)[:MUTATION_PARENTS]]
-        if not parents or n <= 0:
-            return []
+        parents = [dict(r.knobs) for r in top_trials(self.log.records, MUTATION_PARENTS)] if n > 0 else []
         rng = np.random.default_rng([self.cfg.search.seed, self.round, 1])
-        fixed = dict(self.space.fixed)
-        out = []
-        for i in range(n):
-            child = self.space.mutate(parents[i % len(parents)], rng, changes=1 + int(rng.integers(2)))
-            out.append({k.name: child[k.name] for k in self.space.knobs if k.active({**fixed, **child})})
-        return out
+        return [
+            self.space.active_values(self.space.mutate(parents[i % len(parents)], rng, changes=1 + int(rng.integers(2))))
+            for i in range(n if parents else 0)
+        ]
 
     def _propose(self, twins: dict[str, list[Any]]) -> _Candidate | None:
         """Ask one candidate; settle it at once if invalid or infeasible; None unless it is to be ranked."""
@@ -351,7 +346,7 @@ def tune(
     mem = cfg.memory
     if mem.peak_limit is not None:
         cand.check_peak_limit(space, wl, mem.pools, mem.planner, cfg.search.seed, mem.peak_limit)
-    warm = [] if cfg.search.warm_start is None else cand.warm_start(cfg.search.warm_start, space)
+    warm = [] if cfg.search.warm_start is None else warm_start(cfg.search.warm_start, space)
     model = make_cost_model(cfg.search.cost_model, cfg.search.seed)
     owned = isinstance(executor, str)
     if isinstance(executor, str):
