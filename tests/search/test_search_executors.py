@@ -7,7 +7,6 @@ loaded by path, as a user's ``workload: {path: file.py:function}`` would be.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -134,14 +133,15 @@ def test_crash_and_hang_become_results_and_the_run_goes_on(executor: Executor) -
         file_task("double"),
         file_task("double", seed=2),
     ]
-    start = time.monotonic()
-    results = {index: result for index, result, _ in executor.run(tasks)}
-    elapsed = time.monotonic() - start
+    order = [(index, result) for index, result, _ in executor.run(tasks)]
+    results = dict(order)
     assert results[0].status == "crashed"
     assert ("SIGSEGV" if executor.name == "local" else "WorkerCrashedError") in results[0].error
     assert results[1].status == "timeout" and "the worker was killed" in results[1].error
     assert results[2].status == "ok" and results[3].status == "ok", (results[2].error, results[3].error)
-    assert elapsed < HANG_TIMEOUT + ALLOWANCE + 10
+    # the run goes on while a worker hangs: both doubles come back before the hang is given up
+    arrival = [index for index, _ in order]
+    assert arrival.index(1) > max(arrival.index(2), arrival.index(3)), arrival
 
 
 def test_remeasure_alternates_on_one_worker(executor: Executor) -> None:
