@@ -14,6 +14,8 @@ import re
 from math import prod
 from typing import Any
 
+import numpy as np
+
 from .. import ir
 from ..analysis import Interval, eval_interval
 from ..errors import CodegenError
@@ -54,6 +56,18 @@ _NUMPY_TYPES = {
     "uint16",
     "uint32",
 }
+
+
+_NO_NUMBA_TYPES = frozenset({"float16"})
+"""Types numba cannot load, store or compute with on the CPU (its arrays of them fail to compile)."""
+
+
+def _int_range(dtype: str) -> tuple[int, int]:
+    """The values an integer constant of ``dtype`` can hold (``bool``: 0 and 1)."""
+    if dtype == E.BOOL:
+        return 0, 1
+    info = np.iinfo(dtype)
+    return int(info.min), int(info.max)
 
 
 def _is_literal(text: str) -> bool:
@@ -149,6 +163,8 @@ class ExprWriter:
             return self.register(buf, indices)
         if buf not in self.decls:
             raise CodegenError(f"codegen: buffer {buf.name} is used outside its declaration")
+        if buf.dtype in _NO_NUMBA_TYPES:
+            raise CodegenError(f"codegen: buffer {buf.name} is {buf.dtype}, which numba cannot load or store on the CPU")
         name, split = self.decls[buf]
         if len(indices) != buf.ndim:
             raise CodegenError(
@@ -223,6 +239,8 @@ class ExprWriter:
     # ---- expressions ------------------------------------------------------
     def constant(self, value: float, dtype: str) -> str:
         """The name of a module-level constant of ``dtype`` with ``value``."""
+        if dtype in _NO_NUMBA_TYPES:
+            raise CodegenError(f"codegen: constant {value} is {dtype}, which numba cannot compute with on the CPU")
         if math.isnan(value):
             literal = "np.nan"
         elif math.isinf(value):
@@ -277,10 +295,15 @@ class ExprWriter:
         return f"({text})" if prec < parent else text
 
     def expr_IntImm(self, e: E.IntImm, parent: int) -> str:
+        if e.dtype in ("int32", "int64"):
+            # a Python integer: numba computes in int64 and never wraps it to the IR type
+            return str(e.value) if e.value >= 0 or parent == 0 else f"({e.value})"
+        lo, hi = _int_range(e.dtype)
+        if not lo <= e.value <= hi:
+            # np.int8(-2147483648) would wrap to 0 without a word
+            raise CodegenError(f"codegen: constant {e.value} is outside the range of {e.dtype} [{lo}, {hi}]")
         if e.dtype == E.BOOL:
             return "True" if e.value else "False"
-        if e.dtype in ("int32", "int64"):
-            return str(e.value) if e.value >= 0 or parent == 0 else f"({e.value})"
         return f"np.{e.dtype}({e.value})"
 
     def expr_FloatImm(self, e: E.FloatImm, parent: int) -> str:

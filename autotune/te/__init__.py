@@ -12,6 +12,7 @@ from .tensor import (
     const,
     floor,
     if_then_else,
+    int_limits,
     max,
     max_value,
     min,

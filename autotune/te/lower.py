@@ -14,16 +14,15 @@ from collections.abc import Sequence
 from .. import ir
 from ..analysis.region import block_access_regions
 from ..ir.names import fresh_name
-from .tensor import Reduce, ReduceAxis, Tensor
+from .tensor import Reduce, ReduceAxis, Tensor, max_value, min_value
 
 FULL_REGION_ANNOTATION = "autotune.full_region"
 
 
 def _identity(combiner: str, dtype: str) -> ir.Expr:
+    """The initial value of a ``combiner`` reduction in ``dtype``: 0, or the dtype's own lowest or highest value."""
     if combiner == "sum":
         return ir.const(0.0 if ir.is_float(dtype) else 0, dtype)
-    from .tensor import max_value, min_value
-
     return min_value(dtype) if combiner == "max" else max_value(dtype)
 
 

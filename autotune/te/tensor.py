@@ -172,12 +172,26 @@ def const(value: float | int, dtype: str = "float32") -> Expr:
     return ir.const(value, dtype)
 
 
+def int_limits(dtype: str) -> tuple[int, int]:
+    """The smallest and largest value of the integer (or bool) ``dtype``: ``int8`` is ``(-128, 127)``."""
+    if dtype == ir.BOOL:
+        return 0, 1
+    bits = 8 * ir.dtype_bytes(dtype)
+    if dtype.startswith("uint"):
+        return 0, 2**bits - 1
+    if dtype.startswith("int"):
+        return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    raise ValueError(f"int_limits: {dtype} is not an integer type")
+
+
 def max_value(dtype: str) -> Expr:
-    return ir.FloatImm(math.inf, dtype) if ir.is_float(dtype) else ir.IntImm(2**31 - 1, dtype)
+    """The largest value of ``dtype`` (``inf`` for floats): the identity of ``min``."""
+    return ir.FloatImm(math.inf, dtype) if ir.is_float(dtype) else ir.IntImm(int_limits(dtype)[1], dtype)
 
 
 def min_value(dtype: str) -> Expr:
-    return ir.FloatImm(-math.inf, dtype) if ir.is_float(dtype) else ir.IntImm(-(2**31), dtype)
+    """The smallest value of ``dtype`` (``-inf`` for floats): the identity of ``max``."""
+    return ir.FloatImm(-math.inf, dtype) if ir.is_float(dtype) else ir.IntImm(int_limits(dtype)[0], dtype)
 
 
 cast = ir.cast
