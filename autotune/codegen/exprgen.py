@@ -395,7 +395,8 @@ class ExprWriter:
         # shared load runs before the statement: a branch's loads are shared only when every one
         # is in bounds whatever the condition (a window over a rolling buffer with its halo)
         true, false = (self.expr(b) if self.in_bounds(b) else self.lazy(b) for b in (e.true_value, e.false_value))
-        return f"({true} if {self.expr(e.cond)} else {false})"
+        # the whole select runs where it is shared (before the statement), and only its taken branch
+        return self.share(e, f"({true} if {self.expr(e.cond)} else {false})", "sel")
 
     def in_bounds(self, e: E.Expr) -> bool:
         """Whether every load in ``e`` reads inside its buffer for every value of the enclosing

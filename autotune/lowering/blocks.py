@@ -10,31 +10,62 @@ each allocated buffer becomes an ``Allocate`` of its storage plus a
 from __future__ import annotations
 
 from .. import ir
+from ..analysis import sum_form
 
 POOLS_ANNOTATION = "candidate_memory_pools"
 
 
-def _init_condition(block: ir.Block) -> ir.Expr | None:
+def _first_iteration(binding: ir.Expr, start: ir.Expr, loops: dict[ir.Var, ir.For]) -> list[ir.Expr]:
+    """``binding == start`` as one test per loop when it is one: a binding ``c + sum(a_i * v_i)``
+    with every ``a_i > 0``, each ``v_i`` a loop from its ``min`` up, is at its least value only when
+    every ``v_i`` is at its ``min``; if that value is ``start``, the test is ``v_i == min_i`` for
+    each (a split reduction ``rc_0 * 16 + rc_1 == 0`` becomes ``rc_0 == 0 and rc_1 == 0``, which
+    ``hoist_guards`` peels loop by loop)."""
+    form, first = sum_form(binding), ir.as_int(start)
+    if form is not None and first is not None:
+        least, tests = form.const, []
+        for term, coeff in form.coeffs:
+            loop = loops.get(term) if isinstance(term, ir.Var) else None
+            low = None if loop is None else ir.as_int(loop.min)
+            if loop is None or low is None or coeff <= 0:
+                break
+            least += coeff * low
+            tests.append(ir.eq(term, loop.min))
+        else:
+            if least == first:
+                return tests
+    return [ir.eq(binding, start)]
+
+
+def _init_condition(block: ir.Block, loops: dict[ir.Var, ir.For]) -> ir.Expr | None:
+    """When the block's init runs: every reduce iter var at its first value, said of the loops."""
     cond: ir.Expr | None = None
-    for iv in block.iter_vars:
+    for iv, binding in zip(block.iter_vars, block.bindings):
         if iv.kind == "reduce":
-            term = ir.eq(iv.var, iv.dom.min)
-            cond = term if cond is None else ir.And(cond, term)
+            for term in _first_iteration(binding, iv.dom.min, loops):
+                cond = term if cond is None else ir.And(cond, term)
     return cond
 
 
 class _BlockLowerer(ir.Transformer):
     def __init__(self, pools: dict[str, tuple[str, ...]]) -> None:
         self.pools = pools
+        self.loops: dict[ir.Var, ir.For] = {}
+
+    def visit_For(self, f: ir.For) -> ir.Stmt:
+        self.loops[f.loop_var] = f
+        try:
+            return self.generic_visit(f)  # type: ignore[no-any-return]
+        finally:
+            del self.loops[f.loop_var]
 
     def visit_Block(self, block: ir.Block) -> ir.Stmt:
-        body = self.visit(block.body)
-        if block.init is not None:
-            init = self.visit(block.init)
-            cond = _init_condition(block)
-            body = ir.seq(init if cond is None else ir.IfThenElse(cond, init), body)
         vmap = {iv.var: b for iv, b in zip(block.iter_vars, block.bindings)}
-        stmt: ir.Stmt = ir.substitute(body, vmap)
+        stmt: ir.Stmt = ir.substitute(self.visit(block.body), vmap)
+        if block.init is not None:
+            init = ir.substitute(self.visit(block.init), vmap)
+            cond = _init_condition(block, self.loops)
+            stmt = ir.seq(init if cond is None else ir.IfThenElse(cond, init), stmt)
         if not (isinstance(block.predicate, ir.IntImm) and block.predicate.value == 1):
             stmt = ir.IfThenElse(block.predicate, stmt)
         pools = self.pools

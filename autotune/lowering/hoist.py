@@ -3,11 +3,14 @@
 Two rewrites, applied from the innermost loop outwards:
 
 - first-iteration peeling: ``for r: (if r == r0 and c: init); update`` becomes
-  ``(if c: init[r := r0]); for r: update`` when ``init`` does not use ``r`` (a
-  reduction's initialisation leaves the reduction loops); also through a nest of
-  loops inside ``r`` (a register tile ``for k: for i: for j: (if k == 0: acc[i, j] = 0);
-  acc[i, j] += ...``: the inits' nest moves before ``for k``) when every access to the
-  initialised buffer in the updates is the initialised element;
+  ``(if c: init); for r: update`` when ``init`` does not use ``r`` (a reduction's
+  initialisation leaves the reduction loops), also when ``init`` stands in a nest
+  of loops of its own (``for r: (for i: for j: if r == r0: acc[i, j] = 0); update``:
+  a register tile's inits leave every reduction loop above them in turn); and
+  through a nest of loops inside ``r`` (a register tile ``for k: for i: for j:
+  (if k == 0: acc[i, j] = 0); acc[i, j] += ...``: the inits' nest moves before
+  ``for k``) when every access to the initialised buffer in the updates is the
+  initialised element;
 - invariant guards: ``for i: if c1 and c2: S`` becomes ``if c1: for i: if c2: S``
   for the conjuncts ``c1`` that do not use ``i`` (tile predicates leave the
   loops they do not depend on).
@@ -41,20 +44,42 @@ def _uses(node: object, var: ir.Var) -> bool:
     return var in ir.free_vars(node)
 
 
-def _peel_first(f: ir.For) -> ir.Stmt | None:
-    body = f.body
-    if not isinstance(body, ir.SeqStmt) or len(body.seq) < 2:
+def _strip_first(stmt: ir.Stmt, f: ir.For) -> ir.Stmt | None:
+    """``stmt``, a nest of loops around ``if f.var == min and c: S``, with the test on ``f`` dropped.
+
+    None unless the loops' bounds, ``c`` and ``S`` do not use ``f``'s variable: the nest then does
+    on ``f``'s first iteration exactly what it would do just before ``f``, and nothing otherwise.
+    """
+    if isinstance(stmt, ir.For):
+        if _uses(stmt.min, f.loop_var) or _uses(stmt.extent, f.loop_var):
+            return None
+        inner = _strip_first(stmt.body, f)
+        return None if inner is None else replace(stmt, body=inner)
+    if not isinstance(stmt, ir.IfThenElse) or stmt.else_case is not None:
         return None
-    first = body.seq[0]
-    extent = ir.as_int(f.extent)
-    if not isinstance(first, ir.IfThenElse) or first.else_case is not None or extent is None or extent <= 0:
-        return None
-    terms = _conjuncts(first.condition)
+    terms = _conjuncts(stmt.condition)
     is_first = [t for t in terms if isinstance(t, ir.EQ) and t.a is f.loop_var and t.b == f.min]
     rest = [t for t in terms if not any(t is s for s in is_first)]
-    if not is_first or _uses(first.then_case, f.loop_var) or any(_uses(t, f.loop_var) for t in rest):
+    if not is_first or _uses(stmt.then_case, f.loop_var) or any(_uses(t, f.loop_var) for t in rest):
         return None
-    return ir.seq(_guard(rest, first.then_case), replace(f, body=ir.seq(*body.seq[1:])))
+    return _guard(rest, stmt.then_case)
+
+
+def _peel_first_nest(f: ir.For) -> ir.Stmt | None:
+    """``for r: (<loops> if r == r0 and c: init); update`` -> ``(<loops> if c: init); for r: update``.
+
+    The inits of a register tile under a nest of reduction loops (``for rh: for rw: (for x: for o:
+    if rh == 0 and rw == 0: acc[x, o] = 0); for rc: ...``) leave each reduction loop in turn, so the
+    tile's init ends above the whole reduction (TVM's ``decompose_reduction`` at its outermost loop).
+    """
+    body = f.body
+    extent = ir.as_int(f.extent)
+    if not isinstance(body, ir.SeqStmt) or len(body.seq) < 2 or extent is None or extent <= 0:
+        return None
+    first = _strip_first(body.seq[0], f)
+    if first is None:
+        return None
+    return ir.seq(first, replace(f, body=ir.seq(*body.seq[1:])))
 
 
 def _split_nest(stmt: ir.Stmt, f: ir.For, nest: tuple[ir.For, ...] = ()) -> tuple[ir.Stmt, ir.Stmt] | None:
@@ -129,7 +154,7 @@ def _hoist_invariant(f: ir.For) -> ir.Stmt | None:
 
 
 def _rewrite(f: ir.For) -> ir.Stmt:
-    peeled = _peel_first(f) or _peel_nested(f)
+    peeled = _peel_first_nest(f) or _peel_nested(f)
     if peeled is not None:
         return peeled
     hoisted = _hoist_invariant(f)

@@ -118,6 +118,10 @@ class Schedule:
     def reverse_compute_inline(self, block: str) -> Schedule:
         return self.apply("reverse_compute_inline", block=block)
 
+    def decompose_reduction(self, block: str, loop: str) -> Schedule:
+        """The init of reduction ``block`` as a block of its own before ``loop`` (``.last``: its name)."""
+        return self.apply("decompose_reduction", block=block, loop=loop)
+
     # ---- caches and buffers ------------------------------------------------
     def cache_read(self, block: str, buffer_index: int, scope: str = "global") -> Schedule:
         return self.apply("cache_read", block=block, buffer_index=buffer_index, scope=scope)

@@ -98,13 +98,18 @@ class _Replace(ir.Transformer):
         return ir.seq(*[s for s in items if s is not None]) if any(s is not None for s in items) else ir.SeqStmt(())
 
 
-def replace_stmt(func: ir.Func, old: ir.Stmt, new: ir.Stmt | None) -> ir.Func:
-    """``func`` with the statement ``old`` (found by identity) replaced by ``new`` (None removes it)."""
+def replace_in(root: ir.Stmt, old: ir.Stmt, new: ir.Stmt | None) -> ir.Stmt:
+    """``root`` with the statement ``old`` (found by identity) replaced by ``new`` (None removes it)."""
     t = _Replace(old, new)
-    body = t.visit(func.body)
+    out = t.visit(root)
     if not t.done:
         raise ValueError("statement to replace not found")
-    return replace(func, body=body)
+    return out  # type: ignore[no-any-return]
+
+
+def replace_stmt(func: ir.Func, old: ir.Stmt, new: ir.Stmt | None) -> ir.Func:
+    """``func`` with the statement ``old`` (found by identity) replaced by ``new`` (None removes it)."""
+    return replace(func, body=replace_in(func.body, old, new))
 
 
 def replace_block(func: ir.Func, old: ir.Block, new: ir.Stmt) -> ir.Func:

@@ -221,8 +221,12 @@ def _guarded() -> ir.Func:
 
 def test_loads_in_a_select_branch_are_not_shared():
     lines = _lines(generate_source(_guarded()).text)
-    assert lines[-2:] == [  # one accumulation over the unrolled k: a tree of its two terms
-        "t = ((A[np.uintp(i - 1), j] if i - 1 >= 0 else _c0) + (A[np.uintp(i - 1), j] if i - 1 >= 1 else _c0))",
+    # one accumulation over the unrolled k: a tree of its two terms, each select a local of its own
+    # that loads only in its taken branch
+    assert lines[-4:] == [
+        "sel = (A[np.uintp(i - 1), j] if i - 1 >= 0 else _c0)",
+        "sel_1 = (A[np.uintp(i - 1), j] if i - 1 >= 1 else _c0)",
+        "t = (sel + sel_1)",
         "B[i, j] = (B[i, j] + t)",
     ]
     assert "ld" not in "\n".join(lines)
@@ -235,19 +239,23 @@ def test_loads_in_a_select_branch_are_shared_when_in_bounds_for_every_loop_value
     val = ir.select(I - K >= 0, a[I + 1 - K, J], 0.0)
     body = _loop(K, 2, ir.BufferStore(b, b[I, J] + val, (I, J)), "unroll")
     lines = _lines(generate_source(ir.Func("f", (a, b), _loop(I, 2, _loop(J, 4, body)))).text)
-    assert lines[-4:] == [
+    assert lines[-6:] == [
         "ld = A[np.uintp(i + 1), j]",
+        "sel = (ld if i >= 0 else _c0)",
         "ld_1 = A[i, j]",
-        "t = ((ld if i >= 0 else _c0) + (ld_1 if i - 1 >= 0 else _c0))",
+        "sel_1 = (ld_1 if i - 1 >= 0 else _c0)",
+        "t = (sel + sel_1)",
         "B[i, j] = (B[i, j] + t)",
     ]
     # one more row of i: the load at k = 0 reads row 3, outside A, and stays in its branch
     b3 = ir.decl_buffer("B", (3, 4))
     body3 = _loop(K, 2, ir.BufferStore(b3, b3[I, J] + val, (I, J)), "unroll")
     lines = _lines(generate_source(ir.Func("f", (a, b3), _loop(I, 3, _loop(J, 4, body3)))).text)
-    assert lines[-3:] == [
+    assert lines[-5:] == [
+        "sel = (A[np.uintp(i + 1), j] if i >= 0 else _c0)",
         "ld = A[i, j]",
-        "t = ((A[np.uintp(i + 1), j] if i >= 0 else _c0) + (ld if i - 1 >= 0 else _c0))",
+        "sel_1 = (ld if i - 1 >= 0 else _c0)",
+        "t = (sel + sel_1)",
         "B[i, j] = (B[i, j] + t)",
     ]
 

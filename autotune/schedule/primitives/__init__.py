@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ... import ir
-from . import buffers, cache, compute_at, layout, loops, memory
+from . import buffers, cache, compute_at, layout, loops, memory, reduction
 
 Primitive = Callable[..., tuple[ir.Func, tuple[str, ...]]]
 
@@ -24,6 +24,7 @@ PRIMITIVES: dict[str, Primitive] = {
     "reverse_compute_at": compute_at.reverse_compute_at,
     "compute_inline": compute_at.compute_inline,
     "reverse_compute_inline": compute_at.reverse_compute_inline,
+    "decompose_reduction": reduction.decompose_reduction,
     "cache_read": cache.cache_read,
     "cache_write": cache.cache_write,
     "annotate_buffer_access": buffers.annotate_buffer_access,
