@@ -149,7 +149,11 @@ def double_buffer(func: ir.Func, block: str) -> Result:
     if outside:
         raise ScheduleError("double_buffer", f"'{buf.name}' is read outside loop '{loop.loop_var.name}' by {outside}")
     if loop.kind == ir.ForKind.PARALLEL:
-        raise ScheduleError("double_buffer", f"loop '{loop.loop_var.name}' is parallel")
+        raise ScheduleError(
+            "double_buffer",
+            f"loop '{loop.loop_var.name}' is parallel: on several threads the prefetch of iteration i+1 of block "
+            f"'{block}' overwrites the slot that iteration i-1 reads",
+        )
     if ir.ann_get(blk.annotations, ROLLING) is not None:
         raise ScheduleError("double_buffer", f"'{blk.writes[0].buffer.name}' is already a rolling buffer")
     ann = ir.ann_set(blk.annotations, DOUBLE, loop.loop_var.name)

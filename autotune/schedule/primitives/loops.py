@@ -47,6 +47,17 @@ def _simplify_bindings(stmt: ir.Stmt) -> ir.Stmt:
     return _S().visit(stmt)
 
 
+def _check_no_annotation_names(node: ir.For, primitive: str) -> None:
+    """Refuse to rename ``node``'s loop when a rolling or double buffer is tagged with its name."""
+    name = node.loop_var.name
+    for b in blocks_under(node):
+        for key, what in (("rolling_buffer_loop", "rolling buffer"), ("double_buffer", "double buffer")):
+            if ir.ann_get(b.annotations, key) == name:
+                raise ScheduleError(
+                    primitive, f"loop '{name}' carries the {what} of block '{b.name}'; {primitive} it before {what.replace(' ', '_')}"
+                )
+
+
 def split(func: ir.Func, loop: str, factors: tuple[int | None, ...], names: tuple[str, ...] = ()) -> Result:
     """Split a loop into nested loops of the given extents (one may be None: inferred).
 
@@ -57,6 +68,7 @@ def split(func: ir.Func, loop: str, factors: tuple[int | None, ...], names: tupl
     node = loop_path(func, loop, "split")[-1]
     assert isinstance(node, ir.For)
     extent = _const_loop(node, "split")
+    _check_no_annotation_names(node, "split")
     if len(factors) < 2:
         raise ScheduleError("split", f"needs at least two factors, got {list(factors)}")
     if sum(f is None for f in factors) > 1:
@@ -130,6 +142,8 @@ def fuse(func: ir.Func, loops: tuple[str, ...], name: str | None = None) -> Resu
     if [f.loop_var.name for f in chain] != list(loops):
         raise ScheduleError("fuse", f"loops {list(loops)} must be consecutive and listed outermost first")
     extents = [_const_loop(f, "fuse") for f in chain]
+    for f in chain:
+        _check_no_annotation_names(f, "fuse")
     taken = all_names(func)
     fused_var = ir.Var(fresh_name(taken, name or "_".join(loops) + "_fused"))
     vmap: dict[ir.Var, ir.Expr] = {}
@@ -152,6 +166,12 @@ def _set_kind(func: ir.Func, loop: str, kind: str, primitive: str) -> Result:
                     raise ScheduleError(primitive, f"loop '{loop}' binds reduction axis '{iv.var.name}' of block '{b.name}'")
             if ir.ann_get(b.annotations, "rolling_buffer_loop") == loop:
                 raise ScheduleError(primitive, f"loop '{loop}' carries the rolling buffer of block '{b.name}'")
+            if kind == ir.ForKind.PARALLEL and ir.ann_get(b.annotations, "double_buffer") == loop:
+                raise ScheduleError(
+                    primitive,
+                    f"loop '{loop}' fills the double buffer of block '{b.name}': on several threads the prefetch "
+                    "of iteration i+1 overwrites the slot that iteration i-1 reads",
+                )
     if kind == ir.ForKind.UNROLLED and ir.as_int(node.extent) is None:
         raise ScheduleError(primitive, f"loop '{loop}' has no constant extent")
     return replace_stmt(func, node, replace(node, kind=kind)), ()

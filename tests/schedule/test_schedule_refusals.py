@@ -1,0 +1,100 @@
+"""Schedules that would compute wrong results are refused by the primitive; their correct neighbours still run.
+
+Each refusal names the primitive, the block, loop or buffer and the reason; next to each one a
+schedule that differs only in what made it wrong is compiled and compared with numpy.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from autotune import ir, te
+from autotune.codegen import build
+from autotune.errors import ScheduleError
+from autotune.lowering import lower
+from autotune.schedule import Schedule
+
+
+def run(sch: Schedule, *inputs: np.ndarray) -> list[np.ndarray]:
+    """Lower, compile and run ``sch`` on ``inputs``; the outputs, NaN-filled before the call."""
+    lowered = lower(sch.func, verify=True)
+    kernel = build(lowered.func, lowered.plan)
+    outputs = [np.full(b.const_shape(), np.nan, b.dtype) for b in sch.func.outputs]
+    kernel(*inputs, *outputs)
+    return outputs
+
+
+def refused(primitive: str, message: str) -> pytest.RaisesContext[ScheduleError]:
+    """``pytest.raises`` for a ScheduleError whose whole text is ``primitive: message``."""
+    return pytest.raises(ScheduleError, match="^" + re.escape(f"{primitive}: {message}") + "$")
+
+
+def rng_inputs(func: ir.Func, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(b.const_shape()).astype(b.dtype) for b in func.inputs]
+
+
+# ---- parallel and double_buffer ---------------------------------------------------------------
+
+
+def staged(n: int = 32, splits: tuple[int | None, ...] = (None, 4), names: tuple[str, ...] = ("io", "ii")) -> Schedule:
+    """``B = A * 2`` with its loop split, A staged tile by tile (``A_global``) at loop ``io``."""
+    a = te.placeholder((n,), "float32", name="A")
+    b = te.compute((n,), lambda i: a[i] * 2.0, name="B")
+    sch = Schedule(te.create_func([a], [b], name="stage")).split("i", list(splits), names=list(names))
+    return sch.cache_read("B", 0, "global").compute_at("A_global", "io")
+
+
+RACE = "on several threads the prefetch of iteration i+1"
+
+
+def test_parallel_refuses_the_loop_that_fills_a_double_buffer() -> None:
+    # accepted before, and 19 of 20 runs were wrong: the prefetch of io+1 wrote the slot io-1 read
+    sch = staged().double_buffer("A_global")
+    with refused(
+        "parallel",
+        f"loop 'io' fills the double buffer of block 'A_global': {RACE} overwrites the slot that iteration i-1 reads",
+    ):
+        sch.parallel("io")
+
+
+def test_double_buffer_refuses_a_parallel_loop() -> None:
+    sch = staged().parallel("io")
+    with refused(
+        "double_buffer",
+        f"loop 'io' is parallel: {RACE} of block 'A_global' overwrites the slot that iteration i-1 reads",
+    ):
+        sch.double_buffer("A_global")
+
+
+@pytest.mark.parametrize("primitive", ["split", "fuse"])
+def test_the_double_buffered_loop_keeps_its_name(primitive: str) -> None:
+    # a renamed loop left the tag naming 'io', and lowering refused what the schedule had accepted
+    sch = staged(splits=(2, None, 4), names=("par", "io", "ii")).double_buffer("A_global")
+    with refused(primitive, f"loop 'io' carries the double buffer of block 'A_global'; {primitive} it before double_buffer"):
+        if primitive == "split":
+            sch.split("io", [2, None])
+        else:
+            sch.fuse("par", "io")
+
+
+@pytest.mark.slow
+def test_double_buffer_under_a_parallel_outer_loop_equals_numpy() -> None:
+    # the outer loop is parallel, the double-buffered loop inside it serial: each thread has its own two slots
+    sch = staged(n=64, splits=(2, None, 4), names=("par", "io", "ii")).double_buffer("A_global").parallel("par")
+    assert sch.get_loop("par").kind == ir.ForKind.PARALLEL
+    for seed in range(3):
+        (x,) = rng_inputs(sch.func, seed)
+        (out,) = run(sch, x)
+        np.testing.assert_array_equal(out, x * 2.0)
+
+
+@pytest.mark.slow
+def test_parallel_staging_without_double_buffer_equals_numpy() -> None:
+    sch = staged().parallel("io")
+    (x,) = rng_inputs(sch.func)
+    (out,) = run(sch, x)
+    np.testing.assert_array_equal(out, x * 2.0)
