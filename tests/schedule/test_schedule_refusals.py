@@ -15,7 +15,7 @@ from autotune import ir, te
 from autotune.codegen import build
 from autotune.errors import ScheduleError
 from autotune.lowering import lower
-from autotune.schedule import Schedule
+from autotune.schedule import AXIS_SEPARATOR, Schedule
 
 
 def run(sch: Schedule, *inputs: np.ndarray) -> list[np.ndarray]:
@@ -98,3 +98,38 @@ def test_parallel_staging_without_double_buffer_equals_numpy() -> None:
     (x,) = rng_inputs(sch.func)
     (out,) = run(sch, x)
     np.testing.assert_array_equal(out, x * 2.0)
+
+
+# ---- transform_layout ------------------------------------------------------------------------
+
+
+def scaled(rows: int = 4, cols: int = 3) -> Schedule:
+    """``B = A * 2; C = B + 1`` over [rows, cols]: B is the intermediate to lay out."""
+    a = te.placeholder((rows, cols), "float32", name="A")
+    b = te.compute((rows, cols), lambda i, j: a[i, j] * 2.0, name="B")
+    c = te.compute((rows, cols), lambda i, j: b[i, j] + 1.0, name="C")
+    return Schedule(te.create_func([a], [c]))
+
+
+def test_transform_layout_refuses_a_map_that_is_not_injective() -> None:
+    # [i // 2 | i // 2, j] has as many places as B has elements, but rows 0 and 1 share them
+    with refused("transform_layout", "index map is not injective on 'B': elements [0, 0] and [1, 0] both map to [0, 0, 0]"):
+        scaled().transform_layout("B", "B", lambda i, j: [i // 2, AXIS_SEPARATOR, i // 2, j])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "index_map",
+    [
+        lambda i, j: [i // 2, AXIS_SEPARATOR, i % 2, j],
+        lambda i, j: [j, i],
+        lambda i, j: [i * 3 + j],
+        lambda i, j: [i % 2, AXIS_SEPARATOR, i // 2, j],
+    ],
+    ids=["banks", "transpose", "flat", "interleaved"],
+)
+def test_transform_layout_bijections_equal_numpy(index_map) -> None:  # type: ignore[no-untyped-def]
+    sch = scaled().transform_layout("B", "B", index_map)
+    (x,) = rng_inputs(sch.func)
+    (out,) = run(sch, x)
+    np.testing.assert_array_equal(out, x * np.float32(2.0) + np.float32(1.0))

@@ -10,9 +10,11 @@ physical axis. The new shape is the image of the map over the old shape
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from math import prod
 from typing import Any
+
+import numpy as np
 
 from ... import ir
 from ...analysis.arith import Analyzer
@@ -68,6 +70,56 @@ def _image_shape(variables: list[ir.Var], exprs: list[ir.Expr], buf: ir.Buffer) 
             P, f"index map is not bijective on '{buf.name}': shape {list(old)} ({prod(old)} elements) maps into {shape} ({prod(shape)})"
         )
     return tuple(shape)
+
+
+_NUMPY_OPS: dict[type, Callable[[Any, Any], Any]] = {
+    ir.Add: np.add,
+    ir.Sub: np.subtract,
+    ir.Mul: np.multiply,
+    ir.FloorDiv: np.floor_divide,
+    ir.FloorMod: np.mod,
+    ir.Min: np.minimum,
+    ir.Max: np.maximum,
+}
+
+
+def _evaluate(e: ir.Expr, grid: dict[ir.Var, np.ndarray], buf: ir.Buffer) -> np.ndarray:
+    """The value of index expression ``e`` at every point of ``grid`` (one array per map variable)."""
+    if isinstance(e, ir.IntImm):
+        return np.int64(e.value)  # type: ignore[return-value]
+    if isinstance(e, ir.Var):
+        return grid[e]
+    a, b = _evaluate(e.a, grid, buf), _evaluate(e.b, grid, buf)  # type: ignore[attr-defined]
+    if isinstance(e, (ir.FloorDiv, ir.FloorMod)) and np.any(b == 0):
+        raise ScheduleError(P, f"the index map of '{buf.name}' divides by zero in {e}")
+    return _NUMPY_OPS[type(e)](a, b)  # type: ignore[no-any-return]
+
+
+def _check_injective(variables: list[ir.Var], exprs: list[ir.Expr], shape: tuple[int, ...], buf: ir.Buffer) -> None:
+    """Refuse a map that sends two elements of ``buf`` to one place: it must be a bijection onto its image.
+
+    The map is evaluated at every element (each point's new position, row-major in ``shape``),
+    so any index arithmetic the JSON form allows is checked exactly.
+    """
+    old = buf.const_shape()
+    points = np.indices(old, dtype=np.int64).reshape(len(old), -1)
+    grid = dict(zip(variables, points))
+    flat = np.zeros(points.shape[1], np.int64)
+    for e, extent in zip(exprs, shape):
+        flat = flat * extent + np.broadcast_to(_evaluate(e, grid, buf), flat.shape)
+    counts = np.bincount(flat, minlength=prod(shape))
+    if counts.max(initial=0) <= 1:
+        return
+    code = int(np.argmax(counts))
+    first, second = (_point(int(k), old) for k in np.flatnonzero(flat == code)[:2])
+    raise ScheduleError(
+        P, f"index map is not injective on '{buf.name}': elements {first} and {second} both map to {_point(code, shape)}"
+    )
+
+
+def _point(flat: int, shape: tuple[int, ...]) -> list[int]:
+    """The indices of row-major position ``flat`` in ``shape``."""
+    return [int(v) for v in np.unravel_index(flat, shape)]
 
 
 class _Relayout(ir.Transformer):
@@ -135,6 +187,7 @@ def transform_layout(func: ir.Func, block: str, buffer: str, index_map: Sequence
         raise ScheduleError(P, f"'{buf.name}' is a function parameter; only intermediate buffers can change layout")
     variables, exprs, seps = _parse(index_map, buf)
     shape = _image_shape(variables, exprs, buf)
+    _check_injective(variables, exprs, shape, buf)
     _check_no_explicit(func, buf)
     new = buf.with_(shape=tuple(ir.const(d) for d in shape), axis_separators=seps, data=ir.Var(f"{buf.name}_data", "handle"))
     return _Relayout(buf, new, variables, exprs).visit(func), ()
