@@ -205,6 +205,8 @@ def reverse_compute_at(func: ir.Func, block: str, loop: str) -> Result:
     produced = [b for b in ir.collect(target, ir.Block) for w in b.writes if any(r.buffer is w.buffer for r in consumer.reads)]
     if not produced:
         raise ScheduleError("reverse_compute_at", f"no block under loop '{loop}' produces a buffer that '{block}' reads")
+    for p in produced:
+        _check_outside_reduction(func, p, block, loop)
     producer = produced[0]
     buf = next(w.buffer for w in producer.writes if any(r.buffer is w.buffer for r in consumer.reads))
     dims = _read_identity_dims(consumer, buf)
@@ -218,6 +220,25 @@ def reverse_compute_at(func: ir.Func, block: str, loop: str) -> Result:
     an = _outer_bounds(loop_path(removed, loop, "reverse_compute_at"), target)
     nest = _regenerate(removed, consumer, region, dims, an, names, "reverse_compute_at")
     return replace_stmt(removed, target, replace(target, body=ir.seq(target.body, nest))), ()
+
+
+def _check_outside_reduction(func: ir.Func, producer: ir.Block, consumer: str, loop: str) -> None:
+    """Refuse ``loop`` when it, or a loop around it, runs a reduction axis of ``producer``.
+
+    Under such a loop the produced values are partial sums: the consumer would read them
+    before the reduction ends.
+    """
+    above = [s for s in loop_path(func, loop, "reverse_compute_at") if isinstance(s, ir.For)]
+    for iv, binding in zip(producer.iter_vars, producer.bindings):
+        if iv.kind != "reduce":
+            continue
+        carried = [f.loop_var.name for f in above if f.loop_var in ir.free_vars(binding)]
+        if carried:
+            raise ScheduleError(
+                "reverse_compute_at",
+                f"loop '{carried[0]}' runs reduction axis '{iv.var.name}' of block '{producer.name}': "
+                f"under loop '{loop}', '{consumer}' would read partial results of '{producer.name}'",
+            )
 
 
 def _read_identity_dims(block: ir.Block, buf: ir.Buffer) -> list[ir.IterVar]:
