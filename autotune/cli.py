@@ -5,9 +5,11 @@
     autotune workloads                                    the chains, their parameters and figures
     autotune show pool_chain --param height=20 --lowered  IR, lowered IR (--lowered) or kernel (--source)
     autotune check pool_chain --pools dtcm=64KiB,sram=2MiB
+    autotune check my_chain.py:blur_max                   a chain of one's own: FILE.py:FUNCTION
     autotune check --all                                  every chain at its default size, one table
     autotune run examples/small.yaml --output out/small   tune a config (see autotune.search.tuner)
     autotune report out/small                             summary; rebuild report.md and its plots
+    autotune report out/small/trials.parquet              the summary of a trial table or log only
 
 ``check`` lowers the default schedule (or one replayed from ``--trace``), plans
 memory in the pools, compiles, runs on seeded inputs, compares with the numpy
@@ -22,23 +24,27 @@ exception is a bug and propagates.
 from __future__ import annotations
 
 import argparse
+import shlex
+import shutil
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from . import ir, report, workloads
 from .codegen import generate_source
-from .config import load_config
+from .config import WorkloadConfig, load_config, load_workload
 from .errors import AutotuneError, ConfigError, PoolOverflowError
 from .lowering import DEFAULT_POOLS, Lowered, lower
 from .measure import MeasureResult, measure
 from .memory import Pool, draw, format_size, get_planner, parse_pools
 from .schedule import Schedule, load_trace
-from .search.tuner import tune
+from .search.log import TrialLog
+from .search.tuner import LOG_NAME, tune
 
 __all__ = ["main", "parse_param", "parse_params"]
 
-EXIT_OK, EXIT_WRONG, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_WRONG, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 DEFAULT_WARMUP, DEFAULT_REPEATS = 2, 10
 TIME_BUDGET_MS = 3000.0
 """Without ``--repeats``, a workload's timed runs take about this long at most (but at least one run)."""
@@ -67,6 +73,26 @@ def parse_params(texts: Sequence[str]) -> dict[str, int | float]:
             raise ConfigError(f"--param {key}: given twice")
         params[key] = value
     return params
+
+
+def is_workload_file(text: str) -> bool:
+    """Whether a WORKLOAD argument is ``file.py:function`` rather than a built-in name."""
+    return ":" in text or text.endswith(".py") or "/" in text
+
+
+def load_workload_arg(text: str, params: dict[str, int | float]) -> workloads.Workload:
+    """The workload a WORKLOAD argument names: a built-in chain, or ``file.py:function`` (relative
+    to the current directory) whose function returns a Workload or a Chain; a chain's reference is
+    checked against its outputs' shapes and dtypes."""
+    if not is_workload_file(text):
+        return workloads.get(text, **params)
+    file, sep, function = text.rpartition(":")
+    if not sep or not file or not function.isidentifier():
+        raise ConfigError(f"workload {text!r}: expected a built-in name or FILE.py:FUNCTION")
+    path = Path(file).expanduser().resolve()
+    if not path.is_file():
+        raise ConfigError(f"workload {text!r}: no file {path}")
+    return load_workload(WorkloadConfig(None, f"{path}:{function}", tuple(params.items())))
 
 
 def _pools(args: argparse.Namespace) -> tuple[Pool, ...]:
@@ -156,7 +182,7 @@ def cmd_workloads(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """Print the IR, the lowered IR or the kernel source of one workload."""
-    wl = workloads.get(args.workload, **parse_params(args.param))
+    wl = load_workload_arg(args.workload, parse_params(args.param))
     func = _func(args, wl)
     if args.lowered or args.source:
         lowered = _lower(args, func)
@@ -241,7 +267,7 @@ def _print_check(wl: workloads.Workload, lowered: Lowered, result: MeasureResult
 
 
 def _check_one(args: argparse.Namespace) -> int:
-    wl = workloads.get(args.workload, **parse_params(args.param))
+    wl = load_workload_arg(args.workload, parse_params(args.param))
     lowered = _lower(args, _func(args, wl))
     result = check_lowered(wl, lowered, args.seed, args.warmup, args.repeats)
     _print_check(wl, lowered, result, show_plan=args.pools is not None)
@@ -316,14 +342,66 @@ def cmd_check(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- run, report
 
 
+def _new_directory(path: Path) -> Path | None:
+    """The outermost directory of ``path`` that does not exist yet (``path`` itself, or a parent),
+    None if ``path`` exists."""
+    created = None
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            break
+        created = candidate
+    return created
+
+
+def _holds_trials(output: Path) -> bool:
+    """Whether ``output`` has a trial log with at least one record (an unreadable log counts)."""
+    log = output / LOG_NAME
+    try:
+        return log.exists() and bool(TrialLog.load(log))
+    except (AutotuneError, OSError):
+        return True
+
+
+def resume_command(args: argparse.Namespace, output: Path) -> str:
+    """The ``autotune run ... --resume`` command that continues the run ``args`` started."""
+    argv = ["autotune", "run", args.config, "--output", str(output), "--resume"]
+    for flag in ("trials", "workers", "ray_address", "seed"):
+        value = getattr(args, flag)
+        if value is not None:
+            argv += [f"--{flag.replace('_', '-')}", str(value)]
+    return shlex.join(argv)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    """Tune a config: the search, the re-measure of the best, the report; print the outcome."""
+    """Tune a config: the search, the re-measure of the best, the report; print the outcome.
+
+    A run that stops before its first trial is logged removes the output directory it created.
+    """
     overrides = {
         "trials": args.trials, "workers": args.workers, "ray_address": args.ray_address,
         "output": args.output, "seed": args.seed,
     }  # fmt: skip
     cfg = load_config(args.config, overrides)
-    tune(cfg, resume=args.resume, progress=not args.no_progress, report=report.write_report)
+    output = Path(cfg.output)
+    created = _new_directory(output)
+    try:
+        tune(cfg, resume=args.resume, progress=not args.no_progress, report=report.write_report)
+    except BaseException as exc:
+        kept = _holds_trials(output)
+        if created is not None and not kept:
+            shutil.rmtree(created, ignore_errors=True)
+        if not isinstance(exc, KeyboardInterrupt):
+            raise
+        if not kept:
+            print("autotune: interrupted before the first trial; nothing was kept", file=sys.stderr)
+        else:
+            logged = len(TrialLog.load(output / LOG_NAME))
+            print(
+                f"autotune: interrupted; {logged} trial{'s' * (logged != 1)} logged in {output / LOG_NAME}\n"
+                f"to continue: {resume_command(args, output)}",
+                file=sys.stderr,
+            )
+        return EXIT_INTERRUPTED
     best = report.read_best(cfg.output)
     print(report.summary(report.load_results(cfg.output)))
     if best is not None:
@@ -334,13 +412,18 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """Print a run directory's summary and rebuild its tables, plots and report.md."""
-    print(report.summary(report.load_results(args.directory)))
-    path = report.write_report(args.directory)
-    best = report.read_best(args.directory)
+    """Print a run's summary. For a run directory, also rebuild its tables, plots and report.md;
+    a ``trials.jsonl`` or ``trials.parquet`` file is only summarised (nothing is written)."""
+    path = Path(args.path)
+    df = report.load_results(path)  # a clear error for anything else
+    print(report.summary(df))
+    if not path.is_dir():
+        return EXIT_OK
+    written = report.write_report(path)
+    best = report.read_best(path)
     if best is not None:
         print(report.result_line(best))
-    print(f"report: {path}")
+    print(f"report: {written}")
     return EXIT_OK
 
 
@@ -356,7 +439,11 @@ def _add_run_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(run=cmd_run)
     p = sub.add_parser("report", help="summarise a run directory; rebuild report.md and its plots")
-    p.add_argument("directory", metavar="DIR", help="the output directory of `autotune run`")
+    p.add_argument(
+        "path",
+        metavar="PATH",
+        help="the output directory of `autotune run` (report.md rebuilt), or a trials.jsonl or trials.parquet",
+    )
     p.set_defaults(run=cmd_report)
 
 
@@ -368,7 +455,7 @@ def _add_workload_args(p: argparse.ArgumentParser, optional: bool = False) -> No
         "workload",
         nargs="?" if optional else None,
         metavar="WORKLOAD",
-        help="a name from `autotune workloads`",
+        help="a name from `autotune workloads`, or FILE.py:FUNCTION returning a Chain or a Workload",
     )
     p.add_argument(
         "--param",

@@ -6,15 +6,13 @@ the records are built only from checked values, so a ``RunConfig`` is always val
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..measure.task import load_workload_file
 from ..memory import PLANNERS, Pool
 from ..workloads import Workload, describe, names
 from ..workloads import get as get_workload
@@ -318,51 +316,15 @@ def _apply_overrides(cfg: RunConfig, overrides: Mapping[str, Any]) -> RunConfig:
 
 
 def load_workload(cfg: WorkloadConfig) -> Workload:
-    """The registry workload, or the ``Workload`` that the named function of a file returns for ``args``."""
+    """The registry workload, or the ``Workload`` that the named function of a file returns for ``args``.
+
+    A file's function may return a :class:`~autotune.workloads.Chain` instead: it is then named
+    after the function and its reference is checked against the outputs' shapes and dtypes
+    (:func:`autotune.measure.task.load_workload_file`).
+    """
     args = dict(cfg.args)
     if cfg.name is not None:
         return get_workload(cfg.name, **args)
     if cfg.path is None:
         raise ConfigError("workload: expected exactly one of 'name' or 'path'")
-    file, _, function = cfg.path.rpartition(":")
-    make = _load_function(Path(file), function)
-    shown = ", ".join(f"{k}={v!r}" for k, v in args.items())
-    try:
-        result = make(**args)
-    except ConfigError as err:
-        raise ConfigError(f"workload {cfg.path}: {err}") from err
-    except Exception as err:
-        raise ConfigError(
-            f"workload {cfg.path}: {function}({shown}) raised {type(err).__name__}: {err}"
-        ) from err
-    if not isinstance(result, Workload):
-        raise ConfigError(
-            f"workload {cfg.path}: {function}({shown}) must return a Workload, got {type(result).__name__}"
-        )
-    return result
-
-
-def _load_function(file: Path, function: str) -> Callable[..., Any]:
-    """Import ``file`` as a fresh module (registered in ``sys.modules``) and return its ``function``."""
-    if not _is_file(file):
-        raise ConfigError(f"workload file {str(file)!r} does not exist")
-    module_name = "autotune_workload_" + hashlib.sha1(str(file).encode()).hexdigest()[:16]
-    spec = importlib.util.spec_from_file_location(module_name, file)
-    if spec is None or spec.loader is None:
-        raise ConfigError(f"workload file {str(file)!r} cannot be imported as Python")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except (Exception, SystemExit) as err:
-        sys.modules.pop(module_name, None)
-        raise ConfigError(
-            f"workload file {str(file)!r} raised {type(err).__name__} on import: {err}"
-        ) from err
-    make = getattr(module, function, None)
-    if not callable(make):
-        public = [n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n))]
-        raise ConfigError(
-            f"workload file {str(file)!r} has no function {function!r}{suggest(function, public)}"
-        )
-    return make  # type: ignore[no-any-return]
+    return load_workload_file(cfg.path, args, check=True)

@@ -17,12 +17,15 @@ their figures share the machine's state (compare only inside one run).
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib.util
+import inspect
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -31,11 +34,13 @@ from ..errors import ConfigError, LoweringError, MeasureError, ScheduleError
 from ..lowering import DEFAULT_POOLS, Lowered, lower
 from ..memory import Pool
 from ..schedule import Schedule
-from ..workloads import Workload, get
+from ..workloads import Chain, Workload, get, intermediate_bytes
 from .result import MeasureResult
 from .run import measure, reference_outputs
 
-__all__ = ["MeasureTask", "load_workload", "load_workload_file", "remeasure_tasks", "run_task"]
+__all__ = [
+    "MeasureTask", "check_reference", "load_workload", "load_workload_file", "remeasure_tasks", "run_task",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -106,40 +111,146 @@ _INPUTS: dict[tuple[Any, ...], _Prepared] = {}
 """(name, args, path, seed, check) -> inputs and reference outputs made in this process."""
 
 
-def load_workload_file(spec: str, args: dict[str, Any]) -> Workload:
-    """Call ``function(**args)`` from ``"file.py:function"`` and return its :class:`Workload`.
-
-    The file is imported once per process as a module named after its absolute
-    path (registered in ``sys.modules``). Raises ConfigError naming the file
-    when it is missing, lacks the function or the function returns something else.
-    """
+def _split_spec(spec: str) -> tuple[Path, str]:
+    """``"dir/file.py:function"`` -> (the absolute file, the function name)."""
     path_text, sep, func_name = spec.rpartition(":")
-    if not sep or not path_text or not func_name:
+    if not sep or not path_text or not func_name.isidentifier():
         raise ConfigError(f"workload path {spec!r}: expected 'file.py:function'")
-    path = Path(path_text).expanduser().resolve()
-    if not path.is_file():
-        raise ConfigError(f"workload path {spec!r}: no file {path}")
-    module_name = "autotune_workload_" + hashlib.sha256(str(path).encode()).hexdigest()[:16]
+    return Path(path_text).expanduser().resolve(), func_name
+
+
+def _import_file(path: Path) -> ModuleType:
+    """Import ``path`` as a module registered in ``sys.modules`` under a name made of its path, size
+    and modification time: imported once per process, again when the file changes."""
+    try:
+        stat = path.stat()
+    except OSError:
+        raise ConfigError(f"workload file {str(path)!r} does not exist") from None
+    key = f"{path}:{stat.st_size}:{stat.st_mtime_ns}"
+    module_name = "autotune_workload_" + hashlib.sha256(key.encode()).hexdigest()[:16]
     module = sys.modules.get(module_name)
-    if module is None:
-        module_spec = importlib.util.spec_from_file_location(module_name, path)
-        if module_spec is None or module_spec.loader is None:
-            raise ConfigError(f"workload path {spec!r}: {path} cannot be imported as a Python module")
-        module = importlib.util.module_from_spec(module_spec)
-        sys.modules[module_name] = module
-        try:
-            module_spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[module_name]
-            raise
+    if module is not None:
+        return module
+    module_spec = importlib.util.spec_from_file_location(module_name, path)
+    if module_spec is None or module_spec.loader is None:
+        raise ConfigError(f"workload file {str(path)!r} cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[module_name] = module
+    try:
+        module_spec.loader.exec_module(module)
+    except (Exception, SystemExit) as err:
+        del sys.modules[module_name]
+        raise ConfigError(
+            f"workload file {str(path)!r} raised {type(err).__name__} on import: {err}"
+        ) from err
+    return module
+
+
+def _load_function(path: Path, func_name: str) -> Callable[..., Any]:
+    module = _import_file(path)
     builder = getattr(module, func_name, None)
     if not callable(builder):
-        raise ConfigError(f"workload path {spec!r}: {path} has no function {func_name!r}")
-    workload = builder(**args)
-    if not isinstance(workload, Workload):
+        public = [n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n))]
+        close = difflib.get_close_matches(func_name, public, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"workload file {str(path)!r} has no function {func_name!r}{hint}")
+    return builder  # type: ignore[no-any-return]
+
+
+def _from_chain(chain: Chain, builder: Callable[..., Any], args: dict[str, Any]) -> Workload:
+    """The :class:`Workload` of a chain that ``builder(**args)`` returned: named after the function,
+    its parameters its defaults overridden by ``args``, its description the docstring's first line."""
+    try:
+        defaults = {
+            name: p.default
+            for name, p in inspect.signature(builder).parameters.items()
+            if p.default is not inspect.Parameter.empty
+        }
+    except (TypeError, ValueError):
+        defaults = {}
+    doc = (inspect.getdoc(builder) or "").strip().splitlines()
+    return Workload(
+        name=builder.__name__,
+        params={**defaults, **args},
+        func=chain.func,
+        reference=chain.reference,
+        description=doc[0] if doc else "",
+        flops=chain.flops,
+        intermediate_bytes=intermediate_bytes(chain.func),
+        input_scales=chain.input_scales,
+    )
+
+
+def check_reference(workload: Workload, where: str, seed: int = 0) -> None:
+    """Run the workload's reference once on its seeded inputs and compare what it returns with the
+    function's outputs: one array per output, of the output's shape and dtype.
+
+    Raises ConfigError starting with ``where`` (say ``"workload file.py:function"``) and saying
+    which output differs and how.
+    """
+    outputs = workload.func.outputs
+    names = ", ".join(repr(b.name) for b in outputs)
+    try:
+        got = workload.reference(*workload.make_inputs(seed))
+    except Exception as err:
+        raise ConfigError(f"{where}: the reference raised {type(err).__name__}: {err}") from err
+    arrays = (got,) if isinstance(got, np.ndarray) else got
+    if not isinstance(arrays, (tuple, list)) or not all(isinstance(a, np.ndarray) for a in arrays):
         raise ConfigError(
-            f"workload path {spec!r}: {func_name}() returned {type(workload).__name__}, expected a Workload"
+            f"{where}: the reference must return a numpy array or a tuple of them, one per output "
+            f"({names}); it returned {type(got).__name__}"
         )
+    if len(arrays) != len(outputs):
+        raise ConfigError(
+            f"{where}: the reference returned {len(arrays)} array{'s' * (len(arrays) != 1)}, "
+            f"the chain has {len(outputs)} output{'s' * (len(outputs) != 1)} ({names})"
+        )
+    for i, (array, buf) in enumerate(zip(arrays, outputs)):
+        shape = tuple(buf.const_shape())
+        if array.shape != shape:
+            raise ConfigError(
+                f"{where}: reference output {i} has shape {array.shape}, expected {shape} "
+                f"(the shape of the chain's output {buf.name!r})"
+            )
+        if array.dtype != np.dtype(buf.dtype):
+            raise ConfigError(
+                f"{where}: reference output {i} has dtype {array.dtype}, expected {buf.dtype} "
+                f"(the dtype of the chain's output {buf.name!r}; cast with .astype(np.{buf.dtype}))"
+            )
+
+
+def load_workload_file(spec: str, args: dict[str, Any], check: bool = False) -> Workload:
+    """Call ``function(**args)`` from ``"file.py:function"`` and return its :class:`Workload`.
+
+    The function returns a :class:`Workload`, or a :class:`~autotune.workloads.Chain` that
+    becomes one named after the function (see :func:`_from_chain`). With ``check``, a chain's
+    reference is run once and compared with the outputs' shapes and dtypes
+    (:func:`check_reference`); a finished ``Workload`` is used as it is. The file is imported
+    once per process (again if it changes). Raises ConfigError naming the file and function when
+    the file is missing or fails to import, lacks the function, the function raises or returns
+    something else, or the reference does not match.
+    """
+    path, func_name = _split_spec(spec)
+    if not path.is_file():
+        raise ConfigError(f"workload path {spec!r}: no file {path}")
+    builder = _load_function(path, func_name)
+    where = f"workload {path}:{func_name}"
+    shown = ", ".join(f"{k}={v!r}" for k, v in args.items())
+    try:
+        result = builder(**args)
+    except ConfigError as err:
+        raise ConfigError(f"{where}: {err}") from err
+    except Exception as err:
+        raise ConfigError(f"{where}: {func_name}({shown}) raised {type(err).__name__}: {err}") from err
+    if isinstance(result, Workload):
+        return result
+    if not isinstance(result, Chain):
+        raise ConfigError(
+            f"{where}: {func_name}({shown}) must return a Workload or a Chain, got {type(result).__name__}"
+        )
+    workload = _from_chain(result, builder, args)
+    if check:
+        check_reference(workload, where)
     return workload
 
 

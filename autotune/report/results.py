@@ -1,7 +1,7 @@
 """The trial log as a pandas table, its parquet/CSV copies, and a text summary.
 
-:func:`load_results` gives one row per trial of ``DIR/trials.jsonl``, sorted by
-trial number, with these columns (then one per knob and one per pool)::
+:func:`load_results` gives one row per trial of ``DIR/trials.jsonl`` (or of a
+``trials.jsonl`` or ``trials.parquet`` file), sorted by trial number, with these columns (then one per knob and one per pool)::
 
     trial round status reason median_ms min_ms iqr_ms max_abs_err peak_bytes
     predicted_ms compile_s node trace key  knob.<name>...  pool.<name>...
@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..errors import AutotuneError
 from ..files import write_atomic
 from ..search.log import load
 from ..search.records import TRIAL_STATUSES
@@ -33,11 +34,44 @@ BASE_COLUMNS = (
 _FLOATS = ("median_ms", "min_ms", "iqr_ms", "max_abs_err", "predicted_ms", "compile_s")
 
 
-def load_results(directory: str | os.PathLike[str]) -> pd.DataFrame:
-    """One row per trial of ``directory/trials.jsonl`` (a torn last line is dropped)."""
+def load_results(path: str | os.PathLike[str]) -> pd.DataFrame:
+    """One row per trial of a run: ``path`` is its directory (``path/trials.jsonl``), a trial log
+    (``.jsonl``, a torn last line dropped) or a table that :func:`write_tables` wrote (``.parquet``).
+
+    Raises AutotuneError naming ``path`` when it does not exist or is another kind of file.
+    """
+    path = Path(path)
+    if path.is_dir() or not path.suffix:
+        return _from_log(path / LOG_NAME)
+    if path.suffix == ".jsonl":
+        return _from_log(path)
+    if path.suffix == ".parquet":
+        return _from_parquet(path)
+    raise AutotuneError(
+        f"{path}: {'a file' if path.exists() else 'no such directory'}, expected a run directory, "
+        "a trials.jsonl or a trials.parquet"
+    )
+
+
+def _from_parquet(path: Path) -> pd.DataFrame:
     import pandas as pd
 
-    records = load(Path(directory) / LOG_NAME)
+    if not path.is_file():
+        raise AutotuneError(f"no trial table at {path}")
+    try:
+        df = pd.read_parquet(path)
+    except (OSError, ValueError) as exc:
+        raise AutotuneError(f"{path}: cannot read it as a parquet table ({exc})") from None
+    missing = [c for c in BASE_COLUMNS if c not in df.columns]
+    if missing:
+        raise AutotuneError(f"{path}: not a table of trials (no column {', '.join(missing)})")
+    return df.sort_values("trial", kind="stable").reset_index(drop=True)
+
+
+def _from_log(log: Path) -> pd.DataFrame:
+    import pandas as pd
+
+    records = load(log)
     rows: list[dict[str, Any]] = []
     knob_names: dict[str, None] = {}
     pool_names: dict[str, None] = {}

@@ -217,7 +217,7 @@ def test_workload_function_that_returns_something_else(tmp_path: Path) -> None:
     cfg = _file_workload(tmp_path, "def make(side):\n    return side\n")
     with pytest.raises(ConfigError) as err:
         load_workload(cfg)
-    assert str(err.value) == f"workload {cfg.path}: make(side=12) must return a Workload, got int"
+    assert str(err.value) == f"workload {cfg.path}: make(side=12) must return a Workload or a Chain, got int"
 
 
 def test_workload_function_that_is_missing(tmp_path: Path) -> None:
