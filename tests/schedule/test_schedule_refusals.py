@@ -172,3 +172,40 @@ def test_reverse_compute_at_above_the_reduction_equals_numpy(loop: str) -> None:
     x, y = rng_inputs(sch.func)
     (out,) = run(sch, x, y)
     np.testing.assert_allclose(out, np.maximum(x @ y, 0), rtol=1e-5, atol=1e-5)
+
+
+def two_activations() -> Schedule:
+    """``q = relu(A); r = relu6(A); s = q + r``: loops i0 (q), i0_1 (r), i0_2 (s)."""
+    a = te.placeholder((4, 6), "float32", name="A")
+    q, r = ops.relu(a, name="q"), ops.relu6(a, name="r")
+    return Schedule(te.create_func([a], [ops.add(q, r, name="s")]))
+
+
+def test_reverse_compute_at_refuses_a_loop_before_another_producer() -> None:
+    # accepted before: s moved into q's loop read r before r's loop ran (NaN on every run)
+    with refused(
+        "reverse_compute_at",
+        "block 'r' writes 'r' after loop 'i0': under the loop, 's' would read 'r' before it is written",
+    ):
+        two_activations().reverse_compute_at("s", "i0")
+
+
+def test_reverse_compute_at_refuses_a_loop_before_a_staged_copy() -> None:
+    # the copy of the bias that cache_read places before dense_bias comes after dense's loops
+    d, w, b = (te.placeholder(s, "float32", name=n) for s, n in (((3, 4), "D"), ((5, 4), "W"), ((5,), "bias")))
+    sch = Schedule(te.create_func([d, w, b], [ops.dense(d, w, b)])).cache_read("dense_bias", 1, "global")
+    with refused(
+        "reverse_compute_at",
+        "block 'bias_global' writes 'bias_global' after loop 'i': under the loop, 'dense_bias' would read "
+        "'bias_global' before it is written",
+    ):
+        sch.reverse_compute_at("dense_bias", "i")
+
+
+@pytest.mark.slow
+def test_reverse_compute_at_after_both_producers_equals_numpy() -> None:
+    sch = two_activations().reverse_compute_at("s", "i0_1")
+    (x,) = rng_inputs(sch.func)
+    x *= 4
+    (out,) = run(sch, x)
+    np.testing.assert_allclose(out, np.maximum(x, 0) + np.clip(x, 0, 6), rtol=1e-6)

@@ -207,6 +207,7 @@ def reverse_compute_at(func: ir.Func, block: str, loop: str) -> Result:
         raise ScheduleError("reverse_compute_at", f"no block under loop '{loop}' produces a buffer that '{block}' reads")
     for p in produced:
         _check_outside_reduction(func, p, block, loop)
+    _check_written_before(func, consumer, target, loop)
     producer = produced[0]
     buf = next(w.buffer for w in producer.writes if any(r.buffer is w.buffer for r in consumer.reads))
     dims = _read_identity_dims(consumer, buf)
@@ -239,6 +240,24 @@ def _check_outside_reduction(func: ir.Func, producer: ir.Block, consumer: str, l
                 f"loop '{carried[0]}' runs reduction axis '{iv.var.name}' of block '{producer.name}': "
                 f"under loop '{loop}', '{consumer}' would read partial results of '{producer.name}'",
             )
+
+
+def _check_written_before(func: ir.Func, consumer: ir.Block, target: ir.For, loop: str) -> None:
+    """Refuse ``loop`` when a buffer ``consumer`` reads is written by a block that runs after the loop.
+
+    Moved under the loop, the consumer would read that buffer before it is written.
+    """
+    order = list(ir.collect(func.body, ir.Block))
+    inside = {id(b) for b in ir.collect(target, ir.Block)}
+    last = max(k for k, b in enumerate(order) if id(b) in inside)
+    for read in consumer.reads:
+        for writer in order[last + 1 :]:
+            if writer is not consumer and any(w.buffer is read.buffer for w in writer.writes):
+                raise ScheduleError(
+                    "reverse_compute_at",
+                    f"block '{writer.name}' writes '{read.buffer.name}' after loop '{loop}': under the loop, "
+                    f"'{consumer.name}' would read '{read.buffer.name}' before it is written",
+                )
 
 
 def _read_identity_dims(block: ir.Block, buf: ir.Buffer) -> list[ir.IterVar]:
