@@ -52,7 +52,7 @@ from autotune.workloads import ops
 
 REPO = bench.REPO
 COLUMNS = (2, 4, 8)
-BLOCK = 16
+BLOCKS = (16,)
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def chain(case: Case, size: int, channels: int) -> tuple[ir.Func, list[np.ndarra
     return func, [x, w], ref, 2 * macs
 
 
-def schedule(func: ir.Func, case: Case, cols: int) -> Schedule:
+def schedule(func: ir.Func, case: Case, cols: int, block: int) -> Schedule:
     """The register-tiled schedule of the module docstring."""
     sch = Schedule(func)
     if case.pad_at_root:
@@ -114,7 +114,7 @@ def schedule(func: ir.Func, case: Case, cols: int) -> Schedule:
     _, y, x, o, *reductions = sch.get_loops("conv")
     sch = sch.split(x, [None, cols])
     x_0, x_1 = sch.last
-    sch = sch.split(o, [None, BLOCK])
+    sch = sch.split(o, [None, block])
     o_0, o_1 = sch.last
     if case.split:
         sch = sch.split(reductions[-1], [2, None])
@@ -128,16 +128,17 @@ def schedule(func: ir.Func, case: Case, cols: int) -> Schedule:
 class Kernel:
     case: Case
     cols: int
+    block: int
     flops: int
     run: Callable[[], object]
     build_s: float
     ms: list[float] = field(default_factory=list)
 
 
-def make_kernel(case: Case, cols: int, size: int, channels: int, cache: Path) -> Kernel:
+def make_kernel(case: Case, cols: int, block: int, size: int, channels: int, cache: Path) -> Kernel:
     func, inputs, ref, flops = chain(case, size, channels)
     start = time.perf_counter()
-    lowered = lower(schedule(func, case, cols).func)
+    lowered = lower(schedule(func, case, cols, block).func)
     kernel = build(lowered.func, lowered.plan, cache_dir=cache)
     outputs = empty_outputs(lowered.func)
     args = (*inputs, *outputs)
@@ -145,9 +146,9 @@ def make_kernel(case: Case, cols: int, size: int, channels: int, cache: Path) ->
     build_s = time.perf_counter() - start
     ok, err = compare(outputs, (ref,))
     if not ok:
-        raise SystemExit(f"{case.name} cols {cols}: differs from numpy (max abs err {err:.3g})")
+        raise SystemExit(f"{case.name} {cols}x{block}: differs from numpy (max abs err {err:.3g})")
     dispatcher, full = kernel.dispatcher, (*args, *kernel.storage)
-    return Kernel(case, cols, flops, lambda: dispatcher(*full), build_s)
+    return Kernel(case, cols, block, flops, lambda: dispatcher(*full), build_s)
 
 
 def torch_run(case: Case, size: int, channels: int) -> Callable[[], object] | None:
@@ -176,18 +177,20 @@ def torch_run(case: Case, size: int, channels: int) -> Callable[[], object] | No
     return run
 
 
-def measure(size: int, channels: int, rounds: int, min_ms: float) -> dict[str, Any]:
+def measure(
+    cases: Sequence[Case], tiles: Sequence[tuple[int, int]], size: int, channels: int, rounds: int, min_ms: float
+) -> dict[str, Any]:
     import numba
 
     numba.set_num_threads(bench.THREADS)
     kernels: list[Kernel] = []
     with tempfile.TemporaryDirectory(prefix="reduction_tiles_") as tmp:
-        for case in CASES:
-            for cols in COLUMNS:
-                kernel = make_kernel(case, cols, size, channels, Path(tmp))
-                print(f"  built {case.name} cols {cols} in {kernel.build_s:.1f} s", flush=True)
+        for case in cases:
+            for cols, block in tiles:
+                kernel = make_kernel(case, cols, block, size, channels, Path(tmp))
+                print(f"  built {case.name} {cols}x{block} in {kernel.build_s:.1f} s", flush=True)
                 kernels.append(kernel)
-        torch_runs = {c.name: torch_run(c, size, channels) for c in CASES}
+        torch_runs = {c.name: torch_run(c, size, channels) for c in cases}
         torch_ms: dict[str, list[float]] = {name: [] for name, run in torch_runs.items() if run is not None}
         for r in range(rounds):
             for k in kernels:
@@ -196,18 +199,18 @@ def measure(size: int, channels: int, rounds: int, min_ms: float) -> dict[str, A
                 torch_ms[name].append(_median_ms(torch_runs[name], min_ms))  # type: ignore[arg-type]
             print(f"  round {r + 1}/{rounds} done", flush=True)
     rows = []
-    for case in CASES:
+    for case in cases:
         mine = [k for k in kernels if k.case == case]
         best = min(mine, key=lambda k: statistics.median(k.ms))
         ms = statistics.median(best.ms)
         row: dict[str, Any] = {
             "case": case.name,
-            "cols": best.cols,
+            "tile": f"{best.cols}x{best.block}",
             "ms": ms,
             "gflops": best.flops / ms / 1e6,
             "build_s": best.build_s,
-            "build_s_all": {k.cols: round(k.build_s, 2) for k in mine},
-            "ms_all": {k.cols: round(statistics.median(k.ms), 4) for k in mine},
+            "build_s_all": {f"{k.cols}x{k.block}": round(k.build_s, 2) for k in mine},
+            "ms_all": {f"{k.cols}x{k.block}": round(statistics.median(k.ms), 4) for k in mine},
             "_ms": best.ms,
         }
         if case.name in torch_ms:
@@ -244,12 +247,12 @@ def report(result: dict[str, Any], argv: Sequence[str]) -> list[str]:
         "time over PyTorch eager channels_last's (2 threads), median of the per-round ratios; `build s`: lower + "
         "build + first call in a fresh kernel cache.",
         "",
-        "| case | cols | ms | GFLOP/s | vs 1x1 | torch ms | vs torch | build s | build vs 1x1 | ms by cols | build s by cols |",
+        "| case | tile | ms | GFLOP/s | vs 1x1 | torch ms | vs torch | build s | build vs 1x1 | ms by tile | build s by tile |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
     ]
     for r in rows:
         md.append(
-            f"| {r['case']} | {r['cols']} | {r['ms']:.3f} | {r['gflops']:.1f} | {r['gflops_vs_1x1']:.2f} | "
+            f"| {r['case']} | {r['tile']} | {r['ms']:.3f} | {r['gflops']:.1f} | {r['gflops_vs_1x1']:.2f} | "
             f"{r.get('torch_ms', float('nan')):.3f} | {r.get('vs_torch', float('nan')):.2f} | {r['build_s']:.1f} | "
             f"{r['build_vs_1x1']:.2f} | {r['ms_all']} | {r['build_s_all']} |"
         )
@@ -273,9 +276,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--channels", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--min-ms", type=float, default=100.0)
+    parser.add_argument("--cols", type=int, nargs="+", default=list(COLUMNS))
+    parser.add_argument("--blocks", type=int, nargs="+", default=list(BLOCKS))
+    parser.add_argument("--cases", nargs="+", choices=[c.name for c in CASES], default=[c.name for c in CASES])
     parser.add_argument("--output", type=Path, default=REPO / "results")
     args = parser.parse_args(argv)
-    result = measure(args.size, args.channels, args.rounds, args.min_ms)
+    cases = [c for c in CASES if c.name in args.cases or c.name == "conv1x1"]  # conv1x1: the base of the ratios
+    tiles = [(c, b) for c in args.cols for b in args.blocks]
+    result = measure(cases, tiles, args.size, args.channels, args.rounds, args.min_ms)
     write_results(args.output, "reduction_tiles", report(result, argv), result)
     return 0
 
