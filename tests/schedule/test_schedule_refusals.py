@@ -16,6 +16,7 @@ from autotune.codegen import build
 from autotune.errors import ScheduleError
 from autotune.lowering import lower
 from autotune.schedule import AXIS_SEPARATOR, Schedule
+from autotune.schedule.recipes import cascade
 from autotune.workloads import ops
 
 
@@ -209,3 +210,65 @@ def test_reverse_compute_at_after_both_producers_equals_numpy() -> None:
     x *= 4
     (out,) = run(sch, x)
     np.testing.assert_allclose(out, np.maximum(x, 0) + np.clip(x, 0, 6), rtol=1e-6)
+
+
+# ---- moving a block after rolling_buffer or double_buffer ------------------------------------
+
+
+def pools(rows: int = 8) -> Schedule:
+    """Two 3x3 max pools and a relu over X[1, rows, 5, 1], cascaded over 2-row tiles of p2, p1 rolling at y_1_0."""
+    x = te.placeholder((1, rows, 5, 1), "float32", name="X")
+    p2 = ops.max_pool2d(ops.max_pool2d(x, 3, name="p1"), 3, name="p2")
+    sch = Schedule(te.create_func([x], [ops.relu(p2, name="p3")]))
+    return cascade(sch.func, "p2", ["p1"], tile=2, rolling=["p1"])
+
+
+def pools_reference(x: np.ndarray) -> np.ndarray:
+    windows = np.lib.stride_tricks.sliding_window_view(x, (5, 5), axis=(1, 2))
+    return np.maximum(windows.max(axis=(-2, -1)), 0)
+
+
+def test_compute_at_refuses_to_move_a_rolled_block() -> None:
+    # accepted before: p1 moved under p2's reduction loop was refused only by lowering
+    sch = pools()
+    with refused(
+        "compute_at",
+        "block 'p1' keeps a rolling buffer over loop 'y_1_0', which depends on where it is computed; "
+        "apply rolling_buffer after compute_at",
+    ):
+        sch.compute_at("p1", "rw_1")
+
+
+def test_compute_at_refuses_to_move_the_reader_of_a_rolled_buffer() -> None:
+    # accepted before: p2 moved out of y_1_0 read rows p1's window no longer held (2 of 4 outputs wrong)
+    sch = pools()
+    with refused(
+        "compute_at",
+        "block 'p2' reads 'p1', which block 'p1' keeps in a rolling buffer over loop 'y_1_0'; moved, it would read "
+        "it out of step with that loop (apply rolling_buffer after compute_at)",
+    ):
+        sch.compute_at("p2", "i1")
+
+
+def test_reverse_compute_at_refuses_to_move_the_reader_of_a_double_buffer() -> None:
+    sch = staged(splits=(2, None, 4), names=("par", "io", "ii")).double_buffer("A_global")
+    with refused(
+        "reverse_compute_at",
+        "block 'B' reads 'A_global', which block 'A_global' keeps in a double buffer over loop 'io'; moved, it would "
+        "read it out of step with that loop (apply double_buffer after reverse_compute_at)",
+    ):
+        sch.reverse_compute_at("B", "par")
+
+
+@pytest.mark.slow
+def test_rolling_buffer_after_every_move_equals_numpy() -> None:
+    # the same moves, rolling applied last: p2 computed at p3's row loop and p1 rolling under it
+    x = te.placeholder((1, 8, 5, 1), "float32", name="X")
+    p2 = ops.max_pool2d(ops.max_pool2d(x, 3, name="p1"), 3, name="p2")
+    sch = Schedule(te.create_func([x], [ops.relu(p2, name="p3")])).split("i1", [None, 2], names=["t", "r"])
+    sch = sch.compute_at("p2", "t").compute_at("p1", "t").rolling_buffer("p1", 0)
+    (xi,) = rng_inputs(sch.func)
+    (out,) = run(sch, xi)
+    np.testing.assert_allclose(out, pools_reference(xi), rtol=1e-6)
+    (out,) = run(pools(), xi)
+    np.testing.assert_allclose(out, pools_reference(xi), rtol=1e-6)

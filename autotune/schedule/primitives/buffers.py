@@ -18,11 +18,9 @@ from ...te import FULL_REGION_ANNOTATION
 from ..exprjson import expr_from_json
 from ..regions import EXPLICIT
 from ..tree import block_path, readers_of, replace_stmt
-from .compute_at import scope_root
+from .compute_at import DOUBLE, ROLLING, ROLLING_LOOP, scope_root
 
 Result = tuple[ir.Func, tuple[str, ...]]
-ROLLING = "rolling_buffer"
-DOUBLE = "double_buffer"
 
 
 def annotate_buffer_access(func: ir.Func, block: str, buffer_index: int, access: str, region: tuple) -> Result:  # type: ignore[type-arg]
@@ -107,7 +105,7 @@ def rolling_buffer(func: ir.Func, block: str, buffer_index: int = 0) -> Result:
     dim, window, stride = dims[0]
     info = (buf.name, dim, loop.loop_var.name, window, stride)
     ann = ir.ann_set(blk.annotations, ROLLING, info)
-    ann = ir.ann_set(ann, "rolling_buffer_loop", loop.loop_var.name)
+    ann = ir.ann_set(ann, ROLLING_LOOP, loop.loop_var.name)
     return replace_stmt(func, blk, replace(blk, annotations=ann)), ()
 
 

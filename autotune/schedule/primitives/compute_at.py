@@ -14,6 +14,13 @@ from ..regions import refresh_regions
 from ..tree import all_names, block_path, loop_path, readers_of, replace_stmt, root_block
 
 Result = tuple[ir.Func, tuple[str, ...]]
+ROLLING = "rolling_buffer"
+"""Block annotation of rolling_buffer: (buffer, dimension, loop, window, stride)."""
+ROLLING_LOOP = "rolling_buffer_loop"
+"""Block annotation of rolling_buffer: the name of the loop the buffer rolls over."""
+DOUBLE = "double_buffer"
+"""Block annotation of double_buffer: the name of the loop whose next iteration is prefetched."""
+_PLACED = ((ROLLING_LOOP, "rolling_buffer"), (DOUBLE, "double_buffer"))
 
 
 def scope_root(path: list[ir.Stmt]) -> ir.Stmt:
@@ -159,6 +166,34 @@ def _old_loop_names(path: list[ir.Stmt], top: ir.Stmt, block: ir.Block) -> dict[
     }
 
 
+def _check_not_tied_to_a_loop(func: ir.Func, block: ir.Block, primitive: str) -> None:
+    """Refuse to move ``block`` when it, or the buffer it reads, is rolled or double-buffered over a loop.
+
+    Those buffers hold only the rows or the slot of the current iteration of that loop; moved
+    away from it, the block would fill or read them out of step with the loop.
+    """
+    for key, what in _PLACED:
+        tied = ir.ann_get(block.annotations, key)
+        if tied is not None:
+            raise ScheduleError(
+                primitive,
+                f"block '{block.name}' keeps a {what.replace('_', ' ')} over loop '{tied}', which depends on where "
+                f"it is computed; apply {what} after {primitive}",
+            )
+    read = {r.buffer for r in block.reads}
+    for writer in ir.collect(func.body, ir.Block):
+        bufs = [w.buffer.name for w in writer.writes if w.buffer in read]
+        for key, what in _PLACED if writer is not block and bufs else ():
+            tied = ir.ann_get(writer.annotations, key)
+            if tied is not None:
+                raise ScheduleError(
+                    primitive,
+                    f"block '{block.name}' reads '{bufs[0]}', which block '{writer.name}' keeps in a "
+                    f"{what.replace('_', ' ')} over loop '{tied}'; moved, it would read it out of step with that loop "
+                    f"(apply {what} after {primitive})",
+                )
+
+
 def compute_at(func: ir.Func, block: str, loop: str) -> Result:
     """Compute producer ``block`` under ``loop``, only the region its consumers there read.
 
@@ -171,6 +206,7 @@ def compute_at(func: ir.Func, block: str, loop: str) -> Result:
     assert isinstance(producer, ir.Block)
     buf = _written_buffer(producer, "compute_at")
     _intermediate(func, buf, block, "compute_at")
+    _check_not_tied_to_a_loop(func, producer, "compute_at")
     lpath = loop_path(func, loop, "compute_at")
     target = lpath[-1]
     assert isinstance(target, ir.For)
@@ -197,6 +233,7 @@ def reverse_compute_at(func: ir.Func, block: str, loop: str) -> Result:
     path = block_path(func, block, "reverse_compute_at")
     consumer = path[-1]
     assert isinstance(consumer, ir.Block)
+    _check_not_tied_to_a_loop(func, consumer, "reverse_compute_at")
     lpath = loop_path(func, loop, "reverse_compute_at")
     target = lpath[-1]
     assert isinstance(target, ir.For)

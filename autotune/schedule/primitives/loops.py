@@ -11,6 +11,7 @@ from ...analysis.arith import simplify
 from ...errors import ScheduleError
 from ...ir.names import fresh_name
 from ..tree import all_names, blocks_under, loop_path, replace_stmt
+from .compute_at import DOUBLE, ROLLING_LOOP
 
 Result = tuple[ir.Func, tuple[str, ...]]
 
@@ -51,7 +52,7 @@ def _check_no_annotation_names(node: ir.For, primitive: str) -> None:
     """Refuse to rename ``node``'s loop when a rolling or double buffer is tagged with its name."""
     name = node.loop_var.name
     for b in blocks_under(node):
-        for key, what in (("rolling_buffer_loop", "rolling buffer"), ("double_buffer", "double buffer")):
+        for key, what in ((ROLLING_LOOP, "rolling buffer"), (DOUBLE, "double buffer")):
             if ir.ann_get(b.annotations, key) == name:
                 raise ScheduleError(
                     primitive, f"loop '{name}' carries the {what} of block '{b.name}'; {primitive} it before {what.replace(' ', '_')}"
@@ -164,9 +165,9 @@ def _set_kind(func: ir.Func, loop: str, kind: str, primitive: str) -> Result:
             for iv, binding in zip(b.iter_vars, b.bindings):
                 if iv.kind == "reduce" and node.loop_var in ir.free_vars(binding):
                     raise ScheduleError(primitive, f"loop '{loop}' binds reduction axis '{iv.var.name}' of block '{b.name}'")
-            if ir.ann_get(b.annotations, "rolling_buffer_loop") == loop:
+            if ir.ann_get(b.annotations, ROLLING_LOOP) == loop:
                 raise ScheduleError(primitive, f"loop '{loop}' carries the rolling buffer of block '{b.name}'")
-            if kind == ir.ForKind.PARALLEL and ir.ann_get(b.annotations, "double_buffer") == loop:
+            if kind == ir.ForKind.PARALLEL and ir.ann_get(b.annotations, DOUBLE) == loop:
                 raise ScheduleError(
                     primitive,
                     f"loop '{loop}' fills the double buffer of block '{b.name}': on several threads the prefetch "
