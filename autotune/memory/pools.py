@@ -6,7 +6,7 @@ size in bytes, like a USMP workspace buffer (``--with-workspace-buffer
 a unit::
 
     parse_size("64KiB")  -> 65536      binary units: KiB, MiB, GiB
-    parse_size("100kB")  -> 100000     decimal units: kB, MB, GB
+    parse_size("100kB")  -> 100000     decimal units: kB, MB, GB (``32KB`` is refused as ambiguous)
     parse_pools("dtcm=64KiB,sram=2MiB")
         -> (Pool(name='dtcm', size=65536), Pool(name='sram', size=2097152))
 """
@@ -23,14 +23,18 @@ __all__ = ["Pool", "format_size", "parse_pools", "parse_size"]
 
 _UNITS: dict[str, int] = {
     "": 1,
-    "b": 1,
-    "kb": 1000,
-    "mb": 1000**2,
-    "gb": 1000**3,
-    "kib": 1024,
-    "mib": 1024**2,
-    "gib": 1024**3,
+    "B": 1,
+    "kB": 1000,
+    "MB": 1000**2,
+    "GB": 1000**3,
+    "KiB": 1024,
+    "MiB": 1024**2,
+    "GiB": 1024**3,
 }
+"""Units as written: SI ``kB``/``MB``/``GB`` exactly; IEC ``KiB``/``MiB``/``GiB`` and ``B`` in any case
+(their spelling is unambiguous). Any other case of an SI unit (``KB``, ``kb``, ``mb``...) is refused."""
+_IEC_ANY_CASE = {unit.lower(): unit for unit in ("B", "KiB", "MiB", "GiB")}
+_PREFIXES = {"k": ("KiB", "kB", 1000), "m": ("MiB", "MB", 1000**2), "g": ("GiB", "GB", 1000**3)}
 _SIZE_RE = re.compile(r"(\d+)\s*([a-z]*)", re.IGNORECASE)
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 _EXPECTED = "expected a positive size such as 65536, 64KiB or 2MiB"
@@ -71,21 +75,33 @@ def parse_size(value: str | int, field: str = "size") -> int:
     """Return the number of bytes that ``value`` denotes.
 
     ``value`` is a positive ``int`` or a string made of digits and an optional
-    unit (``B``, ``kB``/``MB``/``GB`` in powers of 1000, ``KiB``/``MiB``/``GiB``
-    in powers of 1024; case-insensitive, optional space). Anything else raises
-    :class:`ConfigError` naming ``field``, the expectation and the value::
+    unit (``kB``/``MB``/``GB`` in powers of 1000, written exactly so; ``B`` and
+    ``KiB``/``MiB``/``GiB`` in powers of 1024, in any case; optional space).
+    Anything else raises :class:`ConfigError` naming ``field``, the expectation
+    and the value; ``KB`` (or ``kb``, ``mb``...), read as 1000 by some and 1024
+    by others, is refused with both spellings::
 
         size: expected a positive size such as 65536, 64KiB or 2MiB, got '-3KiB'
+        size: '32KB' is ambiguous (KB means 1000 or 1024 to different readers); write 32KiB (32,768 bytes) or 32kB (32,000 bytes)
     """
     if isinstance(value, int) and not isinstance(value, bool):
         if value > 0:
             return value
     elif isinstance(value, str):
         match = _SIZE_RE.fullmatch(value.strip())
-        if match is not None and match.group(2).lower() in _UNITS:
-            size = int(match.group(1)) * _UNITS[match.group(2).lower()]
-            if size > 0:
-                return size
+        if match is not None:
+            count, unit = int(match.group(1)), match.group(2)
+            unit = unit if unit in _UNITS else _IEC_ANY_CASE.get(unit.lower(), unit)
+            if unit in _UNITS:
+                if count * _UNITS[unit] > 0:
+                    return count * _UNITS[unit]
+            elif unit.lower() in ("kb", "mb", "gb") and count > 0:
+                iec, si, scale = _PREFIXES[unit[0].lower()]
+                raise ConfigError(
+                    f"{field}: {value.strip()!r} is ambiguous ({unit} means 1000 or 1024 to different "
+                    f"readers); write {count}{iec} ({count * _UNITS[iec]:,} bytes) or {count}{si} "
+                    f"({count * scale:,} bytes)"
+                )
     raise ConfigError(f"{field}: {_EXPECTED}, got {value!r}")
 
 

@@ -23,9 +23,9 @@ EXPECTED = "expected a positive size such as 65536, 64KiB or 2MiB"
         ("2MiB", 2 * 1024**2),
         ("1GiB", 1024**3),
         ("100kB", 100_000),
-        ("100KB", 100_000),
         ("1MB", 1_000_000),
-        ("1gb", 1_000_000_000),
+        ("1GB", 1_000_000_000),
+        ("8 KIB", 8192),
     ],
 )
 def test_parse_size_accepts(text: str | int, size: int) -> None:
