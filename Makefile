@@ -16,12 +16,13 @@ PYTEST_WORKERS ?= -n 2 --dist loadfile
 .PHONY: install test lint run clean golden
 
 # The stamp is rebuilt when pyproject.toml changes. Needs only python3 >= 3.10 and PyPI.
+# `test` holds the test tools, `dev` the linters (ruff, mypy); `make test` lints, so both are installed.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
 		|| { echo "autotune needs Python >= 3.10 (found: $$($(PYTHON) --version 2>&1))" >&2; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
-	$(PY) -m pip install -e ".[test]"
+	$(PY) -m pip install -e ".[test,dev]"
 	touch $@
 
 install: $(VENV)/.installed
