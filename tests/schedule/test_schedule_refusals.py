@@ -272,3 +272,48 @@ def test_rolling_buffer_after_every_move_equals_numpy() -> None:
     np.testing.assert_allclose(out, pools_reference(xi), rtol=1e-6)
     (out,) = run(pools(), xi)
     np.testing.assert_allclose(out, pools_reference(xi), rtol=1e-6)
+
+
+# ---- annotate_buffer_access ------------------------------------------------------------------
+
+
+def doubled_relu() -> Schedule:
+    """``B = A * 2; C = relu(B)`` over [4, 8]: loops i, j (B) and i0, i1 (C)."""
+    a = te.placeholder((4, 8), "float32", name="A")
+    b = te.compute((4, 8), lambda i, j: a[i, j] * 2.0, name="B")
+    return Schedule(te.create_func([a], [ops.relu(b, name="C")]))
+
+
+@pytest.mark.parametrize(
+    ("region", "shown", "dim"),
+    [
+        (lambda i, j: ((i - 1, i + 1), j), "B[v_i - 1:v_i - 1 + 2, v_j]", 0),
+        (lambda i, j: (i, (j, j + 2)), "B[v_i, v_j:v_j + 2]", 1),
+    ],
+    ids=["rows", "columns"],
+)
+def test_annotate_buffer_access_refuses_a_wider_write_region(region, shown: str, dim: int) -> None:  # type: ignore[no-untyped-def]
+    # accepted before: with C then moved under B's loop i, 24 of 32 outputs read rows no iteration wrote
+    with refused(
+        "annotate_buffer_access",
+        f"the write region {shown} of block 'B' is wider than what it writes, B[v_i, v_j] (dimension {dim}): "
+        "a consumer computed over it would read elements that no iteration wrote",
+    ):
+        doubled_relu().annotate_buffer_access("B", 0, "write", region)
+
+
+def test_annotate_buffer_access_refuses_a_shifted_write_region() -> None:
+    with refused(
+        "annotate_buffer_access",
+        "the write region B[v_i, v_j + 1] of block 'B' is not what it writes, B[v_i, v_j] (dimension 1): "
+        "a write region must be exactly what the block writes",
+    ):
+        doubled_relu().annotate_buffer_access("B", 0, "write", lambda i, j: (i, j + 1))
+
+
+@pytest.mark.slow
+def test_exact_write_region_then_reverse_compute_at_equals_numpy() -> None:
+    sch = doubled_relu().annotate_buffer_access("B", 0, "write", lambda i, j: (i, j)).reverse_compute_at("C", "i")
+    (x,) = rng_inputs(sch.func)
+    (out,) = run(sch, x)
+    np.testing.assert_array_equal(out, np.maximum(x * np.float32(2.0), 0))

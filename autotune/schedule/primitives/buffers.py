@@ -13,6 +13,7 @@ from dataclasses import replace
 from ... import ir
 from ...analysis.arith import simplify
 from ...analysis.linear import to_linear
+from ...analysis.region import block_access_regions
 from ...errors import ScheduleError
 from ...te import FULL_REGION_ANNOTATION
 from ..exprjson import expr_from_json
@@ -53,6 +54,8 @@ def annotate_buffer_access(func: ir.Func, block: str, buffer_index: int, access:
         else:
             ranges.append(ir.Range(simplify(expr_from_json(entry, variables, "annotate_buffer_access")), ir.const(1)))
     new_region = ir.BufferRegion(buf, tuple(ranges))
+    if access == "write":
+        _check_write_region(blk, new_region)
     key = EXPLICIT[access]
     marked = tuple(sorted({*ir.ann_get(blk.annotations, key, ()), buffer_index}))
     ann = ir.ann_set(blk.annotations, key, marked)
@@ -64,6 +67,35 @@ def annotate_buffer_access(func: ir.Func, block: str, buffer_index: int, access:
     else:
         new_blk = replace(blk, annotations=ann, writes=new_regions)
     return replace_stmt(func, blk, new_blk), ()
+
+
+def _check_write_region(blk: ir.Block, claimed: ir.BufferRegion) -> None:
+    """Refuse a write region that is not exactly what ``blk`` writes, where inference can tell.
+
+    Compaction sizes the buffer from it and reverse_compute_at runs the consumer over it: a wider
+    region has the consumer read elements no iteration wrote, a narrower one loses writes.
+    """
+    _, writes, fallback = block_access_regions(replace(blk, annotations=()))
+    buf = claimed.buffer
+    if buf.name in fallback:
+        return  # the block's indices need float math: the annotation is all there is
+    written = next(w for w in writes if w.buffer is buf)
+    for dim, (c, w) in enumerate(zip(claimed.region, written.region)):
+        offset = ir.as_int(simplify(ir.Sub(c.min, w.min)))
+        c_ext, w_ext = ir.as_int(simplify(c.extent)), ir.as_int(simplify(w.extent))
+        if offset == 0 and c_ext is not None and c_ext == w_ext:
+            continue
+        how, why = "is not", "a write region must be exactly what the block writes"
+        if offset is not None and c_ext is not None and w_ext is not None:
+            if offset <= 0 and offset + c_ext >= w_ext:
+                how, why = "is wider than", "a consumer computed over it would read elements that no iteration wrote"
+            elif offset >= 0 and offset + c_ext <= w_ext:
+                how, why = "is narrower than", "compaction and reverse_compute_at would lose the writes outside it"
+        raise ScheduleError(
+            "annotate_buffer_access",
+            f"the write region {ir.to_text(claimed)} of block '{blk.name}' {how} what it writes, "
+            f"{ir.to_text(written)} (dimension {dim}): {why}",
+        )
 
 
 def _computed_at_loop(func: ir.Func, block: str, primitive: str) -> tuple[ir.Block, ir.For]:
