@@ -317,3 +317,23 @@ def test_exact_write_region_then_reverse_compute_at_equals_numpy() -> None:
     (x,) = rng_inputs(sch.func)
     (out,) = run(sch, x)
     np.testing.assert_array_equal(out, np.maximum(x * np.float32(2.0), 0))
+
+
+def test_transform_layout_refuses_a_rolled_buffer() -> None:
+    # accepted before, then refused by lowering: "inject_rolling_buffer: block 'p1' has no loop of extent 4 over dimension 1"
+    with refused(
+        "transform_layout",
+        "'p1' is a rolling buffer of block 'p1' over its dimension 1; transform the layout before rolling_buffer",
+    ):
+        pools().transform_layout("p1", "p1", lambda n, y, x, c: [n, x, y, c])
+
+
+@pytest.mark.slow
+def test_transform_layout_before_rolling_buffer_equals_numpy() -> None:
+    x = te.placeholder((1, 8, 5, 1), "float32", name="X")
+    p2 = ops.max_pool2d(ops.max_pool2d(x, 3, name="p1"), 3, name="p2")
+    sch = cascade(te.create_func([x], [ops.relu(p2, name="p3")]), "p2", ["p1"], tile=2)
+    sch = sch.transform_layout("p1", "p1", lambda n, y, x, c: [n, y, c, x]).rolling_buffer("p1", 0)
+    (xi,) = rng_inputs(sch.func)
+    (out,) = run(sch, xi)
+    np.testing.assert_allclose(out, pools_reference(xi), rtol=1e-6)

@@ -23,6 +23,7 @@ from ...errors import ScheduleError
 from ..exprjson import AXIS_SEPARATOR, expr_from_json
 from ..regions import EXPLICIT, refresh_regions
 from ..tree import allocating_block, root_block
+from .compute_at import ROLLING
 from .memory import find_buffer
 
 Result = tuple[ir.Func, tuple[str, ...]]
@@ -174,6 +175,16 @@ def _check_no_explicit(func: ir.Func, buf: ir.Buffer) -> None:
                 )
 
 
+def _check_not_rolled(func: ir.Func, buf: ir.Buffer) -> None:
+    """Refuse a buffer that a rolling buffer folds: its annotation names a dimension of the old layout."""
+    for b in ir.collect(func.body, ir.Block):
+        info = ir.ann_get(b.annotations, ROLLING)
+        if info is not None and info[0] == buf.name:
+            raise ScheduleError(
+                P, f"'{buf.name}' is a rolling buffer of block '{b.name}' over its dimension {info[1]}; transform the layout before rolling_buffer"
+            )
+
+
 def transform_layout(func: ir.Func, block: str, buffer: str, index_map: Sequence[Any]) -> Result:
     """Lay intermediate ``buffer`` (accessed by ``block``) out through ``index_map``.
 
@@ -189,5 +200,6 @@ def transform_layout(func: ir.Func, block: str, buffer: str, index_map: Sequence
     shape = _image_shape(variables, exprs, buf)
     _check_injective(variables, exprs, shape, buf)
     _check_no_explicit(func, buf)
+    _check_not_rolled(func, buf)
     new = buf.with_(shape=tuple(ir.const(d) for d in shape), axis_separators=seps, data=ir.Var(f"{buf.name}_data", "handle"))
     return _Relayout(buf, new, variables, exprs).visit(func), ()
