@@ -39,7 +39,7 @@ from .lowering import DEFAULT_POOLS, Lowered, lower
 from .measure import MeasureResult, measure
 from .memory import Pool, draw, format_size, get_planner, parse_pools
 from .schedule import Schedule, load_trace
-from .search.log import TrialLog
+from .search.log import TrialLog, check_resume, finished_message, load_sessions
 from .search.tuner import LOG_NAME, tune
 
 __all__ = ["main", "parse_param", "parse_params"]
@@ -376,6 +376,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Tune a config: the search, the re-measure of the best, the report; print the outcome.
 
     A run that stops before its first trial is logged removes the output directory it created.
+    ``--resume`` refuses a config whose fields differ from the logged run's, and does nothing
+    (exit 0) when that run finished with at least this trial budget.
     """
     overrides = {
         "trials": args.trials, "workers": args.workers, "ray_address": args.ray_address,
@@ -383,6 +385,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     }  # fmt: skip
     cfg = load_config(args.config, overrides)
     output = Path(cfg.output)
+    if args.resume and _holds_trials(output):
+        sessions = load_sessions(output)
+        check_resume(sessions, cfg)  # a changed config: refused, naming the fields, before anything starts
+        done = finished_message(sessions, cfg, len(TrialLog.load(output / LOG_NAME)))
+        if done is not None:
+            print(f"{done}\n{report.summary(report.load_results(output))}")
+            return EXIT_OK
     created = _new_directory(output)
     try:
         tune(cfg, resume=args.resume, progress=not args.no_progress, report=report.write_report)

@@ -10,8 +10,9 @@ with the default from the same call. Files written to the output directory:
 
 - ``best.json``: the trace (loadable by ``autotune show/check --trace``),
   knobs, figures of the best and of the default (each with the ``node`` that
-  re-measured it), speedup, memory ratio, and what is needed to rebuild it
-  (workload, pools, planner, seed);
+  re-measured it), speedup, memory ratio, what is needed to rebuild it
+  (workload, pools, planner, seed) and the run's record (``run``: start and end
+  time, config fingerprint, machine, package versions);
 - ``best_ir.txt``: the lowered IR of the best schedule;
 - ``best_kernel.py``: its generated kernel source.
 """
@@ -35,12 +36,14 @@ from ..schedule import Schedule
 from ..workloads import Workload
 from . import candidates as cand
 from .executors import Executor
-from .log import TrialLog
-from .records import TrialRecord
+from .log import TrialLog, load_sessions
+from .records import TrialRecord, config_fields, fingerprint, machine, now, versions
 from .space import SearchSpace
 from .stopwatch import DriverTime
 
-__all__ = ["REMEASURE_ROUNDS", "TOP_K", "Figures", "TuneResult", "finish", "top_trials", "warm_start"]
+__all__ = [
+    "REMEASURE_ROUNDS", "TOP_K", "Figures", "TuneResult", "finish", "run_record", "top_trials", "warm_start",
+]  # fmt: skip
 
 TOP_K = 5
 REMEASURE_ROUNDS = 5
@@ -193,6 +196,21 @@ def finish(cfg: RunConfig, wl: Workload, records: Sequence[TrialRecord], executo
     return result
 
 
+def run_record(cfg: RunConfig) -> dict[str, Any]:
+    """best.json's ``run``: when the run started (its first session in the log) and ended (now), how
+    many sessions it took, the config fingerprint, and the machine and package versions of the
+    driver that wrote it (the re-measure's node is ``figures.node``)."""
+    starts = [line["session"] for line in load_sessions(cfg.output) if "session" in line]
+    return {
+        "started": starts[0].get("started") if starts else None,
+        "ended": now(),
+        "sessions": len(starts),
+        "fingerprint": fingerprint(config_fields(cfg)),
+        "machine": machine(),
+        "versions": versions(),
+    }
+
+
 def _write(
     cfg: RunConfig, wl: Workload, result: TuneResult, top: list[TrialRecord], figs: list[Figures], fits: bool
 ) -> None:
@@ -222,6 +240,7 @@ def _write(
             "rounds": REMEASURE_ROUNDS,
             "candidates": [{"trial": r.trial, **f.to_json()} for r, f in zip(top, figs)],
         },
+        "run": run_record(cfg),
     }
     ir_text = str(lowering.lowered.func).rstrip("\n") + "\n"
     kernel = generate_source(lowering.lowered.func).text

@@ -11,6 +11,11 @@ edited, not interrupted.
 >>> log.append(record)                             # on disk when this returns
 >>> TrialLog.load("results/run/trials.jsonl")      # [TrialRecord, ...]
 
+Beside it, ``run.jsonl`` records the sessions of the run: :func:`start_session`
+writes a line when a run starts or resumes (the time, the machine, the package
+versions and the config with its fingerprint), after checking that a resumed
+run's config is unchanged; :func:`end_session` writes one when it finishes.
+
 The run's other files (``best.json``, ``report.md``, ...) are replaced whole
 by :func:`autotune.files.write_atomic`: a crash or a full disk leaves the old
 file or the new one, never part of one.
@@ -25,13 +30,22 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
-from ..errors import AutotuneError
-from ..files import _fsync_dir, _write_all
-from .records import TrialRecord
+from ..config import RunConfig
+from ..errors import AutotuneError, ConfigError
+from ..files import _fsync_dir, _write_all, write_atomic
+from .records import TrialRecord, changed_fields, config_fields, fingerprint, session_end, session_start
 
-__all__ = ["TrialLog", "check_writable", "describe_os_error", "load"]
+__all__ = [
+    "LOG_NAME", "RUN_LOG_NAME", "TrialLog", "check_resume", "check_writable", "describe_os_error",
+    "end_session", "finished_message", "load", "load_sessions", "start_session",
+]  # fmt: skip
 
+LOG_NAME = "trials.jsonl"
+"""The trial log's name in a run's output directory."""
+RUN_LOG_NAME = "run.jsonl"
+"""The session log's name in a run's output directory: ``{"session": ...}`` and ``{"session_end": ...}`` lines."""
 PROBE_BYTES = 64 * 1024
 """Size of the file :func:`check_writable` writes to prove the output directory takes data."""
 
@@ -135,7 +149,9 @@ class TrialLog:
             if start is not None:  # the line is not logged: remove whatever part of it was written
                 with contextlib.suppress(OSError):
                     os.ftruncate(fd, start)
-            raise AutotuneError(f"cannot write to the trial log {self.path}: {describe_os_error(exc)}") from exc
+            raise AutotuneError(
+                f"cannot write to the trial log {self.path}: {describe_os_error(exc)}"
+            ) from exc
 
     def append(self, record: TrialRecord) -> None:
         """Write ``record`` as one JSON line; it is on disk (flushed and fsync'd) when this returns."""
@@ -155,6 +171,113 @@ class TrialLog:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+# ---------------------------------------------------------------- sessions
+
+
+def load_sessions(directory: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The lines of ``directory/run.jsonl`` in order; [] when there is none. AutotuneError names a bad line."""
+    path = Path(directory) / RUN_LOG_NAME
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AutotuneError(f"cannot read {path}: {exc}") from None
+    lines = []
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            line = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise AutotuneError(
+                f"{path}:{lineno}: not a JSON record ({exc.msg} at column {exc.colno})"
+            ) from None
+        if not (
+            isinstance(line, dict)
+            and len(line) == 1
+            and isinstance(line.get("session", line.get("session_end")), dict)
+        ):
+            raise AutotuneError(
+                f'{path}:{lineno}: expected a {{"session": ...}} or {{"session_end": ...}} object'
+            )
+        lines.append(line)
+    return lines
+
+
+def _append_session(directory: Path, line: dict[str, Any]) -> None:
+    """Add ``line`` to ``directory/run.jsonl``, replacing the file whole (it holds a few lines)."""
+    path = directory / RUN_LOG_NAME
+    try:
+        old = path.read_text(encoding="utf-8") if path.exists() else ""
+        write_atomic(path, old + json.dumps(line, ensure_ascii=False) + "\n")
+    except OSError as exc:
+        raise AutotuneError(f"cannot write {path}: {describe_os_error(exc)}") from exc
+
+
+def _starts(sessions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [line["session"] for line in sessions if "session" in line]
+
+
+def check_resume(sessions: list[dict[str, Any]], cfg: RunConfig) -> None:
+    """Raise ConfigError naming every field of ``cfg`` that differs from the config the logged run
+    was started with (its last session); a run without sessions is not checked. The fields in
+    :data:`~autotune.search.records.UNFINGERPRINTED` (the trial budget, the workers...) may change."""
+    starts = _starts(sessions)
+    if not starts:
+        return
+    after = config_fields(cfg)
+    if starts[-1].get("fingerprint") == fingerprint(after):
+        return
+    changes = changed_fields(starts[-1].get("config", {}), after)
+    raise ConfigError(
+        f"{cfg.source}: --resume: the config differs from the one the run in {cfg.output} was started with, "
+        f"in {len(changes)} field{'s' * (len(changes) != 1)}: {'; '.join(changes)}. "
+        "Restore them to continue that run, or start a new run with another --output"
+    )
+
+
+def finished_message(sessions: list[dict[str, Any]], cfg: RunConfig, logged: int) -> str | None:
+    """What to say when resuming the logged run has nothing to do: its last session finished (it
+    wrote best.json) with the ``logged`` trials the log holds now and a trial budget of at least
+    ``cfg.search.trials``; None when work is left."""
+    if (
+        not sessions
+        or "session_end" not in sessions[-1]
+        or sessions[-1]["session_end"].get("logged") != logged
+    ):
+        return None
+    budget = max((s.get("trials", 0) for s in _starts(sessions)), default=0)
+    if cfg.search.trials > budget:
+        return None
+    end = sessions[-1]["session_end"]
+    return (
+        f"the run in {cfg.output} finished at {end.get('ended', '?')} with {end.get('logged', '?')} trials; "
+        f"nothing to resume (a --trials above {budget} continues it)"
+    )
+
+
+def start_session(log: TrialLog, cfg: RunConfig) -> None:
+    """Record a start of the run ``cfg`` whose trials go to ``log``. When the log holds trials (a
+    resume), first check that the config is unchanged (:func:`check_resume`) and that the run has
+    work left (else AutotuneError with :func:`finished_message`)."""
+    directory = log.path.parent
+    sessions = load_sessions(directory)
+    if log.records:
+        check_resume(sessions, cfg)
+        done = finished_message(sessions, cfg, len(log.records))
+        if done is not None:
+            raise AutotuneError(done)
+    elif sessions:  # a fresh run in a directory whose earlier run logged no trial
+        (directory / RUN_LOG_NAME).unlink()
+    _append_session(directory, session_start(cfg, len(log.records)))
+
+
+def end_session(log: TrialLog) -> None:
+    """Record that the run finished (best.json is written) with the trials now in ``log``."""
+    _append_session(log.path.parent, session_end(len(log.records)))
 
 
 def describe_os_error(exc: OSError) -> str:

@@ -1,4 +1,5 @@
-"""The record of one trial: a frozen, validated :class:`TrialRecord`, one line of ``trials.jsonl``.
+"""The record of one trial: a frozen, validated :class:`TrialRecord`, one line of ``trials.jsonl``;
+and the lines that open and close a session of a run (:func:`session_start`, :func:`session_end`).
 
 >>> rec = TrialRecord.from_measure(3, 0, (("tile", 4),), result, node="local", trace=sch.trace_json())
 >>> TrialRecord.from_json(rec.to_json()) == rec
@@ -6,6 +7,11 @@ True
 
 ``key`` identifies the schedule (a hash of its trace) so a resumed run never
 measures the same candidate twice.
+
+A session line records when the run (or its resumption) started, the machine
+(:func:`machine`: CPU model, vector ISA features, cores), the versions of the
+packages that shape the results (:func:`versions`) and the config's fields with
+their :func:`fingerprint`, so that a resume with a changed config can name what changed.
 """
 
 from __future__ import annotations
@@ -13,12 +19,21 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
+import platform
 from dataclasses import dataclass, fields
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
 from typing import Any
 
+from ..config import RunConfig
 from ..measure.result import MeasureResult
 
-__all__ = ["TRIAL_STATUSES", "TrialRecord", "trace_key"]
+__all__ = [
+    "TRIAL_STATUSES", "TrialRecord", "changed_fields", "config_fields", "fingerprint", "machine",
+    "session_end", "session_start", "trace_key", "versions",
+]  # fmt: skip
 
 TRIAL_STATUSES = ("ok", "infeasible", "invalid", "wrong", "timeout", "crashed", "error")
 """``ok``: correct and timed; ``infeasible``: does not fit the memory pools (not
@@ -189,3 +204,137 @@ class TrialRecord:
                     raise ValueError(f"TrialRecord: {name} must be a JSON object, got {values[name]!r}")
                 values[name] = tuple(values[name].items())
         return cls(**values)
+
+
+# ---------------------------------------------------------------- the record of a run: machine, versions, config
+
+RUN_PACKAGES = ("autotune", "numba", "llvmlite", "numpy", "optuna", "ray", "xgboost")
+"""The packages whose versions a run records (``xgboost`` is the ``xgboost-cpu`` or ``xgboost`` wheel)."""
+ISA_FEATURES = (
+    "sse4.2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl",
+    "avx512vnni", "avx512bf16", "avx512fp16", "amx-tile", "neon", "sve", "sve2",
+)  # fmt: skip
+"""The vector ISA features a run records when the host has them (LLVM's names)."""
+UNFINGERPRINTED = ("name", "output", "search.trials", "ray.address", "ray.workers")
+"""Config fields a resumed run may change: they do not change what the search explores or measures."""
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine() -> dict[str, Any]:
+    """The host: CPU model, LLVM's name for it, its vector ISA features, cores (all, and usable by
+    this process), OS and Python."""
+    import llvmlite.binding as llvm
+
+    features = llvm.get_host_cpu_features()
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        usable = os.cpu_count() or 0
+    return {
+        "cpu": _cpu_model(),
+        "llvm_cpu": llvm.get_host_cpu_name(),
+        "isa": [name for name in ISA_FEATURES if features.get(name, False)],
+        "cores": os.cpu_count() or 0,
+        "usable_cores": usable,
+        "host": platform.node(),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+    }
+
+
+def versions() -> dict[str, str | None]:
+    """The installed version of each of :data:`RUN_PACKAGES` (None if not installed)."""
+    found: dict[str, str | None] = {}
+    for package in RUN_PACKAGES:
+        found[package] = None
+        for dist in (package, f"{package}-cpu"):
+            try:
+                found[package] = metadata.version(dist)
+                break
+            except metadata.PackageNotFoundError:
+                continue
+    return found
+
+
+def _file_hash(path: str | os.PathLike[str]) -> str | None:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            _flatten(f"{prefix}.{key}" if prefix else str(key), inner, out)
+    else:
+        out[prefix] = value
+
+
+def config_fields(cfg: RunConfig) -> dict[str, Any]:
+    """The config as dotted fields (``memory.peak_limit``...), without :data:`UNFINGERPRINTED`, plus
+    the hashes of the files it names (``search.space_sha256``, ``workload.file_sha256``)."""
+    fields_: dict[str, Any] = {}
+    _flatten("", cfg.to_dict(), fields_)
+    for name in UNFINGERPRINTED:
+        fields_.pop(name, None)
+    fields_["search.space_sha256"] = _file_hash(cfg.search.space)
+    if cfg.workload.path is not None:
+        fields_["workload.file_sha256"] = _file_hash(cfg.workload.path.rpartition(":")[0])
+    if cfg.search.warm_start is not None:
+        fields_["search.warm_start_sha256"] = _file_hash(cfg.search.warm_start)
+    return json.loads(json.dumps(fields_, sort_keys=True, default=str))  # plain JSON, as read back
+
+
+def fingerprint(fields_: dict[str, Any]) -> str:
+    """A stable hash (hex sha256) of :func:`config_fields`."""
+    return hashlib.sha256(json.dumps(fields_, sort_keys=True).encode()).hexdigest()
+
+
+def now() -> str:
+    """The current UTC time, ISO 8601 with seconds."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def session_start(cfg: RunConfig, logged: int) -> dict[str, Any]:
+    """The log line that opens a session of a run: when, on what machine with what versions, and
+    the config (its fields, their fingerprint, the trial budget); ``logged`` trials were there before."""
+    fields_ = config_fields(cfg)
+    return {
+        "session": {
+            "started": now(),
+            "logged_before": logged,
+            "trials": cfg.search.trials,
+            "fingerprint": fingerprint(fields_),
+            "config": fields_,
+            "machine": machine(),
+            "versions": versions(),
+        }
+    }
+
+
+def session_end(logged: int) -> dict[str, Any]:
+    """The log line that closes a session whose run finished (best.json written) with ``logged`` trials."""
+    return {"session_end": {"ended": now(), "logged": logged}}
+
+
+def changed_fields(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """``"field: old -> new"`` for every field that differs, in name order."""
+    missing = object()
+    lines = []
+    for name in sorted(set(before) | set(after)):
+        old, new = before.get(name, missing), after.get(name, missing)
+        if old != new:
+            shown = ["(none)" if v is missing else json.dumps(v) for v in (old, new)]
+            lines.append(f"{name}: {shown[0]} -> {shown[1]}")
+    return lines

@@ -63,7 +63,7 @@ from .best import TuneResult, finish, top_trials, warm_start
 from .cost_model import CostModel, make_cost_model
 from .executors import Executor, make_executor
 from .features import FEATURE_NAMES, feature_vector, features
-from .log import TrialLog, check_writable, describe_os_error
+from .log import TrialLog, check_writable, describe_os_error, end_session, start_session
 from .records import TrialRecord, trace_key
 from .space import SearchSpace, load_space
 from .stopwatch import Stopwatch
@@ -356,6 +356,7 @@ def tune(
         executor = make_executor(executor, **kwargs)
     try:
         with TrialLog(log_path) as log:
+            start_session(log, cfg)  # machine, versions, config fingerprint; refuses a changed config
             search = _Search(cfg, wl, space, log, model, executor, progress, warm)
             try:
                 stale = 0
@@ -367,6 +368,7 @@ def tune(
             driver = search.clock.snapshot()
             with _writing(output):  # best.json, best_ir.txt, best_kernel.py
                 result = dataclasses.replace(finish(cfg, wl, list(log.records), executor), driver=driver)
+                end_session(log)
     except AutotuneError:
         if report is not None and (output / LOG_NAME).exists():
             # the table of what failed is still worth having, but not in place of the reason
