@@ -26,10 +26,14 @@ from __future__ import annotations
 import argparse
 import shlex
 import shutil
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 from . import ir, report, workloads
 from .codegen import generate_source
@@ -362,6 +366,38 @@ def _holds_trials(output: Path) -> bool:
         return True
 
 
+class _StopOnInterrupt:
+    """While active, the first Ctrl-C (SIGINT) asks the tuner to stop before its next round, once
+    the trials in flight are logged; a second one raises KeyboardInterrupt at once. Calling the
+    object says whether a stop was asked. Outside the main thread it changes nothing."""
+
+    def __init__(self) -> None:
+        self.asked = False
+        self._previous: Any = None
+
+    def __call__(self) -> bool:
+        return self.asked
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.asked:
+            raise KeyboardInterrupt
+        self.asked = True
+        print(
+            "\nautotune: stopping once the trials in flight are logged (Ctrl-C again stops at once)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def __enter__(self) -> _StopOnInterrupt:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
 def resume_command(args: argparse.Namespace, output: Path) -> str:
     """The ``autotune run ... --resume`` command that continues the run ``args`` started."""
     argv = ["autotune", "run", args.config, "--output", str(output), "--resume"]
@@ -376,6 +412,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Tune a config: the search, the re-measure of the best, the report; print the outcome.
 
     A run that stops before its first trial is logged removes the output directory it created.
+    Ctrl-C stops the search once the trials in flight are logged (a second Ctrl-C at once) and
+    prints the command that resumes it; the exit status is then 130.
     ``--resume`` refuses a config whose fields differ from the logged run's, and does nothing
     (exit 0) when that run finished with at least this trial budget.
     """
@@ -394,7 +432,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             return EXIT_OK
     created = _new_directory(output)
     try:
-        tune(cfg, resume=args.resume, progress=not args.no_progress, report=report.write_report)
+        with _StopOnInterrupt() as stop:
+            tune(
+                cfg, resume=args.resume, progress=not args.no_progress, report=report.write_report, stop=stop
+            )
     except BaseException as exc:
         kept = _holds_trials(output)
         if created is not None and not kept:

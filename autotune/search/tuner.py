@@ -328,12 +328,14 @@ def tune(
     *,
     executor: str | Executor = "ray",
     report: Callable[[Path], object] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> TuneResult:
     """Search ``cfg``'s space, re-measure the best trials against the default schedule, write the outputs.
 
     ``executor`` is a registered name (``"ray"`` uses ``cfg.ray``; ``"local"``
     runs ``cfg.ray.workers`` processes) or an executor the caller owns.
-    ``report(output)`` runs last. ``result.driver`` says where the search
+    ``report(output)`` runs last. When ``stop()`` turns true the search raises KeyboardInterrupt
+    before its next round (the CLI's first Ctrl-C). ``result.driver`` says where the search
     loop's wall time went: waiting on the executor, or the driver's own parts
     (:class:`~autotune.search.stopwatch.DriverTime`). Raises AutotuneError if
     ``output`` already holds a log and ``resume`` is False, or if no trial is
@@ -361,6 +363,8 @@ def tune(
             try:
                 stale = 0
                 while search.remaining > 0 and stale < STALE_ROUNDS:
+                    if stop is not None and stop():  # every trial of the rounds so far is logged
+                        raise KeyboardInterrupt
                     with search.clock("optuna"):  # the parts inside are charged to themselves
                         stale = 0 if search.run_round() else stale + 1
             finally:
