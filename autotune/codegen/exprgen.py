@@ -58,6 +58,9 @@ _NUMPY_TYPES = {
 }
 
 
+MAX_BANKS = 100
+"""The most banks a buffer may have: they reach the kernel as one tuple of arrays."""
+
 _NO_NUMBA_TYPES = frozenset({"float16"})
 """Types numba cannot load, store or compute with on the CPU (its arrays of them fail to compile)."""
 
@@ -150,6 +153,12 @@ class ExprWriter:
         ``split > 0`` makes it banked: a tuple indexed by the row-major flattening
         of the first ``split`` indices, each entry indexed by the remaining ones.
         """
+        banks = prod(buf.const_shape()[:split]) if split else 1
+        if banks > MAX_BANKS:
+            raise CodegenError(
+                f"codegen: buffer {buf.name} has {banks} banks; a kernel takes at most {MAX_BANKS} "
+                "(numba refuses a longer tuple of arrays in a parallel function)"
+            )
         self.decls[buf] = (name, split)
 
     def constants(self) -> list[tuple[str, str]]:

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from autotune import ir, te
-from autotune.codegen import build
-from autotune.errors import ScheduleError
+from autotune.codegen import build, generate_source
+from autotune.errors import CodegenError, ScheduleError
 from autotune.lowering import lower
 from autotune.schedule import AXIS_SEPARATOR, Schedule
 from autotune.schedule.recipes import cascade
@@ -337,3 +337,29 @@ def test_transform_layout_before_rolling_buffer_equals_numpy() -> None:
     (xi,) = rng_inputs(sch.func)
     (out,) = run(sch, xi)
     np.testing.assert_allclose(out, pools_reference(xi), rtol=1e-6)
+
+
+def test_double_buffer_refuses_a_copy_of_a_tile_computed_in_the_same_loop() -> None:
+    # accepted before, then refused by the code generator: "buffer B is used outside its declaration"
+    a = te.placeholder((16,), "float32", name="A")
+    b = te.compute((16,), lambda i: a[i] * 2.0, name="B")
+    c = te.compute((16,), lambda i: b[i] + 1.0, name="C")
+    sch = Schedule(te.create_func([a], [c])).split("i_1", [None, 4], names=["o", "t"]).cache_read("C", 0, "global")
+    sch = sch.compute_at("B_global", "o").compute_at("B", "o")
+    with refused(
+        "double_buffer",
+        "block 'B' produces 'B', which 'B_global' reads, inside loop 'o': the prefetch of iteration i+1 would read "
+        "it before it is computed",
+    ):
+        sch.double_buffer("B_global")
+
+
+def test_more_banks_than_numba_takes_are_refused_before_numba() -> None:
+    # accepted by every step before and refused by numba at the kernel's first call; the bank count is
+    # known only after compaction, so the code generator refuses it, before numba
+    a = te.placeholder((202,), "float32", name="A")
+    b = te.compute((202,), lambda i: a[i] * 2.0, name="B")
+    c = te.compute((202,), lambda i: b[i] + 1.0, name="C")
+    sch = Schedule(te.create_func([a], [c])).transform_layout("B", "B", lambda i: [i // 2, AXIS_SEPARATOR, i % 2])
+    with pytest.raises(CodegenError, match=r"^codegen: buffer B has 101 banks; a kernel takes at most 100 \("):
+        generate_source(lower(sch.func).func)

@@ -186,5 +186,23 @@ def double_buffer(func: ir.Func, block: str) -> Result:
         )
     if ir.ann_get(blk.annotations, ROLLING) is not None:
         raise ScheduleError("double_buffer", f"'{blk.writes[0].buffer.name}' is already a rolling buffer")
+    _check_sources_ready(loop, blk)
     ann = ir.ann_set(blk.annotations, DOUBLE, loop.loop_var.name)
     return replace_stmt(func, blk, replace(blk, annotations=ann)), ()
+
+
+def _check_sources_ready(loop: ir.For, blk: ir.Block) -> None:
+    """Refuse when a buffer ``blk`` copies from is produced inside ``loop``.
+
+    The prefetch of iteration i+1 runs during iteration i, before that iteration's producer
+    has computed the next tile.
+    """
+    read = {r.buffer for r in blk.reads}
+    for producer in ir.collect(loop.body, ir.Block):
+        for w in producer.writes:
+            if producer is not blk and w.buffer in read:
+                raise ScheduleError(
+                    "double_buffer",
+                    f"block '{producer.name}' produces '{w.buffer.name}', which '{blk.name}' reads, inside loop "
+                    f"'{loop.loop_var.name}': the prefetch of iteration i+1 would read it before it is computed",
+                )
