@@ -7,6 +7,7 @@ schedule that differs only in what made it wrong is compiled and compared with n
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ from autotune.errors import CodegenError, ScheduleError
 from autotune.lowering import lower
 from autotune.schedule import AXIS_SEPARATOR, Schedule
 from autotune.schedule.recipes import cascade
+from autotune.schedule.tree import replace_stmt
 from autotune.workloads import ops
 
 
@@ -363,3 +365,50 @@ def test_more_banks_than_numba_takes_are_refused_before_numba() -> None:
     sch = Schedule(te.create_func([a], [c])).transform_layout("B", "B", lambda i: [i // 2, AXIS_SEPARATOR, i % 2])
     with pytest.raises(CodegenError, match=r"^codegen: buffer B has 101 banks; a kernel takes at most 100 \("):
         generate_source(lower(sch.func).func)
+
+
+# ---- compute_at moves a block's predicate onto its new loops ---------------------------------
+
+
+def doubled_plus_one(rows: int = 5) -> Schedule:
+    """``B = A * 2; C = B + 1`` over [rows, 4]: loops x, y (B) and x_1, y_1 (C)."""
+    a = te.placeholder((rows, 4), "float32", name="A")
+    b = te.compute((rows, 4), lambda x, y: a[x, y] * 2.0, name="B")
+    return Schedule(te.create_func([a], [te.compute((rows, 4), lambda x, y: b[x, y] + 1.0, name="C")]))
+
+
+@pytest.mark.slow
+def test_compute_at_after_a_non_dividing_split_of_the_producer_equals_numpy() -> None:
+    # the predicate x_0 * 3 + x_1_1 < 5 of the split used to stay, naming loops compute_at removed:
+    # build() refused with "variable x_0 is used outside any loop that defines it"
+    sch = doubled_plus_one().split("x", [None, 3]).split("x_1", [None, 2], names=["co", "ci"]).compute_at("B", "co")
+    text = str(sch.func)
+    assert "T.where(co * 2 + ax < 5)" in text and "x_0" not in text
+    (x,) = rng_inputs(sch.func)
+    (out,) = run(sch, x)
+    np.testing.assert_array_equal(out, x * np.float32(2.0) + np.float32(1.0))
+
+
+@pytest.mark.slow
+def test_compute_at_twice_keeps_only_the_new_clipping() -> None:
+    # the first compute_at clips B's rows at the padding with conditions on its loop i1; the second replaces them
+    x = te.placeholder((1, 7, 5, 2), "float32", name="X")
+    pool = ops.max_pool2d(ops.relu(x, name="B"), 3, padding=1, name="P")
+    sch = Schedule(te.create_func([x], [pool])).split("y", [None, 2, 2], names=["yo", "yi", "yr"])
+    sch = sch.compute_at("B", "yi").compute_at("B", "yr")
+    assert "T.where(0 <= yo * 4 + yi * 2 + yr + ax - 1 and yo * 4 + yi * 2 + yr + ax - 1 < 7)" in str(sch.func)
+    (xi,) = rng_inputs(sch.func)
+    (out,) = run(sch, xi)
+    padded = np.pad(np.maximum(xi, 0), ((0, 0), (1, 1), (1, 1), (0, 0)), constant_values=-np.inf)
+    want = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(1, 2)).max(axis=(-2, -1))
+    np.testing.assert_array_equal(out, want)
+
+
+def test_compute_at_refuses_a_predicate_it_cannot_move() -> None:
+    # a condition on a loop of the old nest that is no binding of the block cannot be written on the new loops
+    sch = doubled_plus_one(rows=6).split("x", [None, 2], names=["xo", "xi"])
+    block = next(b for b in ir.collect(sch.func.body, ir.Block) if b.name == "B")
+    xi = next(f.loop_var for f in ir.collect(sch.func.body, ir.For) if f.loop_var.name == "xi")
+    func = replace_stmt(sch.func, block, replace(block, predicate=ir.LT(xi, ir.const(1))))
+    with refused("compute_at", "the predicate xi < 1 of block 'B' needs loops ['xi'], which are not around its new place"):
+        Schedule(func).compute_at("B", "x_1")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from ... import ir
 from ...analysis.arith import Analyzer, simplify
@@ -93,9 +94,19 @@ def _consumed_region(func: ir.Func, buf: ir.Buffer, loop: ir.For, loop_name: str
 
 
 def _regenerate(
-    func: ir.Func, block: ir.Block, region: ir.BufferRegion, dims: list[ir.IterVar], an: Analyzer, old_names: dict[ir.Var, str], primitive: str
+    func: ir.Func,
+    block: ir.Block,
+    region: ir.BufferRegion,
+    dims: list[ir.IterVar],
+    target_path: list[ir.Stmt],
+    old_names: dict[ir.Var, str],
+    primitive: str,
 ) -> ir.Stmt:
-    """A new loop nest for ``block`` covering ``region`` (spatial dims) and its full reduce domains."""
+    """A new loop nest for ``block`` covering ``region`` (spatial dims) and its full reduce domains,
+    to go under the last loop of ``target_path``."""
+    target = target_path[-1]
+    assert isinstance(target, ir.For)
+    an = _outer_bounds(target_path, target)
     taken = all_names(func)
     bindings: dict[ir.Var, ir.Expr] = {}
     loops: list[tuple[ir.Var, int]] = []
@@ -132,7 +143,9 @@ def _regenerate(
             var = ir.Var(fresh_name(taken, iv.var.name.removeprefix("v_")))
             loops.append((var, -1))
             bindings[iv.var] = var
-    pred = block.predicate if not conds else _conj([*([] if _is_true(block.predicate) else [block.predicate]), *conds])
+    scope = {f.loop_var for f in target_path if isinstance(f, ir.For)} | {var for var, _ in loops}
+    kept = _moved_predicate(block, bindings, scope, primitive)
+    pred = _conj([*kept, *conds]) if kept or conds else ir.TRUE
     new_block = replace(block, bindings=tuple(bindings[iv.var] for iv in block.iter_vars), predicate=pred)
     reduce_doms = {bindings[iv.var]: iv.dom for iv in block.iter_vars if iv.kind == "reduce"}
     stmt: ir.Stmt = new_block
@@ -143,6 +156,52 @@ def _regenerate(
             dom = reduce_doms[var]
             stmt = ir.For(var, dom.min, dom.extent, ir.ForKind.SERIAL, stmt)
     return stmt
+
+
+def _moved_predicate(block: ir.Block, bindings: dict[ir.Var, ir.Expr], scope: set[ir.Var], primitive: str) -> list[ir.Expr]:
+    """The conditions of ``block``'s predicate that still matter at its new place, on its new loops.
+
+    Each condition is first written on the block's iter vars (``x_0 * 3 + x_1 < 5`` with
+    ``v_x = x_0 * 3 + x_1`` is ``v_x < 5``); one that every value of the iter vars' domains
+    satisfies is dropped (the new nest stays in the domains by itself), the others are moved
+    onto the new bindings. A condition that still needs a loop that is not around the new
+    place is refused.
+    """
+    if _is_true(block.predicate):
+        return []
+    onto = _OntoIterVars(block)
+    domains = Analyzer()
+    for iv in block.iter_vars:
+        domains.bind(iv.var, iv.dom)
+    kept = []
+    for cond in _conjuncts(block.predicate):
+        on_iter_vars = onto.visit(cond)
+        if domains.can_prove(on_iter_vars):
+            continue
+        moved = simplify(ir.substitute(on_iter_vars, bindings))
+        lost = sorted(v.name for v in ir.free_vars(moved) - scope)
+        if lost:
+            raise ScheduleError(
+                primitive, f"the predicate {ir.to_text(cond)} of block '{block.name}' needs loops {lost}, which are not around its new place"
+            )
+        kept.append(moved)
+    return kept
+
+
+class _OntoIterVars(ir.Transformer):
+    """Replace each of a block's binding expressions by its iter var."""
+
+    def __init__(self, block: ir.Block) -> None:
+        self.iter_var = {b: iv.var for iv, b in zip(block.iter_vars, block.bindings) if not isinstance(b, ir.IntImm)}
+
+    def visit(self, node: Any) -> Any:
+        if isinstance(node, ir.Expr) and node in self.iter_var:
+            return self.iter_var[node]
+        return super().visit(node)
+
+
+def _conjuncts(e: ir.Expr) -> list[ir.Expr]:
+    return [*_conjuncts(e.a), *_conjuncts(e.b)] if isinstance(e, ir.And) else [e]
 
 
 def _is_true(e: ir.Expr) -> bool:
@@ -219,8 +278,7 @@ def compute_at(func: ir.Func, block: str, loop: str) -> Result:
     removed = replace_stmt(func, top, None)
     target = loop_path(removed, loop, "compute_at")[-1]  # type: ignore[assignment]
     assert isinstance(target, ir.For)
-    an = _outer_bounds(loop_path(removed, loop, "compute_at"), target)
-    nest = _regenerate(removed, producer, region, dims, an, names, "compute_at")
+    nest = _regenerate(removed, producer, region, dims, loop_path(removed, loop, "compute_at"), names, "compute_at")
     return replace_stmt(removed, target, replace(target, body=ir.seq(nest, target.body))), ()
 
 
@@ -255,8 +313,7 @@ def reverse_compute_at(func: ir.Func, block: str, loop: str) -> Result:
     removed = replace_stmt(func, top, None)
     target = loop_path(removed, loop, "reverse_compute_at")[-1]  # type: ignore[assignment]
     assert isinstance(target, ir.For)
-    an = _outer_bounds(loop_path(removed, loop, "reverse_compute_at"), target)
-    nest = _regenerate(removed, consumer, region, dims, an, names, "reverse_compute_at")
+    nest = _regenerate(removed, consumer, region, dims, loop_path(removed, loop, "reverse_compute_at"), names, "reverse_compute_at")
     return replace_stmt(removed, target, replace(target, body=ir.seq(target.body, nest))), ()
 
 
