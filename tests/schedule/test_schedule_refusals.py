@@ -412,3 +412,29 @@ def test_compute_at_refuses_a_predicate_it_cannot_move() -> None:
     func = replace_stmt(sch.func, block, replace(block, predicate=ir.LT(xi, ir.const(1))))
     with refused("compute_at", "the predicate xi < 1 of block 'B' needs loops ['xi'], which are not around its new place"):
         Schedule(func).compute_at("B", "x_1")
+
+
+def relu_pool() -> Schedule:
+    """``B = relu(X); P = max_pool2d(B, 3)`` over X[1, 8, 5, 1]: P reads B through a 3x3 window."""
+    x = te.placeholder((1, 8, 5, 1), "float32", name="X")
+    return Schedule(te.create_func([x], [ops.max_pool2d(ops.relu(x, name="B"), 3, name="P")]))
+
+
+def test_annotate_buffer_access_refuses_a_read_region_that_misses_the_window() -> None:
+    # accepted before: B computed at P's 2-row tiles then covered 2 of the 3 rows each window reads (4 of 12 wrong)
+    with refused(
+        "annotate_buffer_access",
+        "the read region B[v_n, v_y:v_y + 2, v_x:v_x + 3, v_c] of block 'P' misses elements it reads, "
+        "B[v_n, v_y:v_y + 3, v_x:v_x + 3, v_c] (dimension 1): compute_at and compaction would leave them uncomputed",
+    ):
+        relu_pool().annotate_buffer_access("P", 1, "read", lambda n, y, x, c, rh, rw: (n, (y, y + 2), (x, x + 3), c))
+
+
+@pytest.mark.slow
+def test_a_wider_read_region_equals_numpy() -> None:
+    sch = relu_pool().annotate_buffer_access("P", 1, "read", lambda n, y, x, c, rh, rw: (n, (y - 1, y + 4), (x, x + 3), c))
+    sch = sch.split("y", [None, 2]).compute_at("B", "y_0")
+    (xi,) = rng_inputs(sch.func)
+    (out,) = run(sch, xi)
+    want = np.lib.stride_tricks.sliding_window_view(np.maximum(xi, 0), (3, 3), axis=(1, 2)).max(axis=(-2, -1))
+    np.testing.assert_array_equal(out, want)

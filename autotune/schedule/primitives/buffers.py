@@ -13,7 +13,7 @@ from dataclasses import replace
 from ... import ir
 from ...analysis.arith import simplify
 from ...analysis.linear import to_linear
-from ...analysis.region import block_access_regions
+from ...analysis.region import block_access_regions, relax_region
 from ...errors import ScheduleError
 from ...te import FULL_REGION_ANNOTATION
 from ..exprjson import expr_from_json
@@ -56,6 +56,8 @@ def annotate_buffer_access(func: ir.Func, block: str, buffer_index: int, access:
     new_region = ir.BufferRegion(buf, tuple(ranges))
     if access == "write":
         _check_write_region(blk, new_region)
+    else:
+        _check_read_region(blk, new_region)
     key = EXPLICIT[access]
     marked = tuple(sorted({*ir.ann_get(blk.annotations, key, ()), buffer_index}))
     ann = ir.ann_set(blk.annotations, key, marked)
@@ -95,6 +97,32 @@ def _check_write_region(blk: ir.Block, claimed: ir.BufferRegion) -> None:
             "annotate_buffer_access",
             f"the write region {ir.to_text(claimed)} of block '{blk.name}' {how} what it writes, "
             f"{ir.to_text(written)} (dimension {dim}): {why}",
+        )
+
+
+def _check_read_region(blk: ir.Block, claimed: ir.BufferRegion) -> None:
+    """Refuse a read region that provably misses elements ``blk`` reads.
+
+    compute_at and compaction trust it: the elements outside it would never be computed or
+    kept. A wider region only costs work; where inference cannot compare, the annotation is trusted.
+    """
+    reads, _, fallback = block_access_regions(replace(blk, annotations=()))
+    buf = claimed.buffer
+    if buf.name in fallback:
+        return
+    # a block instance reads one window of a reduction: compare the whole windows
+    reduce = {iv.var: iv.dom for iv in blk.iter_vars if iv.kind == "reduce"}
+    claimed = relax_region(claimed, reduce)
+    needed = relax_region(next(r for r in reads if r.buffer is buf), reduce)
+    for dim, (c, r) in enumerate(zip(claimed.region, needed.region)):
+        offset = ir.as_int(simplify(ir.Sub(c.min, r.min)))
+        c_ext, r_ext = ir.as_int(simplify(c.extent)), ir.as_int(simplify(r.extent))
+        if offset is None or c_ext is None or r_ext is None or (offset <= 0 and offset + c_ext >= r_ext):
+            continue
+        raise ScheduleError(
+            "annotate_buffer_access",
+            f"the read region {ir.to_text(claimed)} of block '{blk.name}' misses elements it reads, "
+            f"{ir.to_text(needed)} (dimension {dim}): compute_at and compaction would leave them uncomputed",
         )
 
 
