@@ -438,3 +438,10 @@ def test_a_wider_read_region_equals_numpy() -> None:
     (out,) = run(sch, xi)
     want = np.lib.stride_tricks.sliding_window_view(np.maximum(xi, 0), (3, 3), axis=(1, 2)).max(axis=(-2, -1))
     np.testing.assert_array_equal(out, want)
+
+
+def test_reorder_refuses_to_move_the_double_buffered_loop() -> None:
+    # accepted before, then refused by the verifier after inject_double_buffer: "variable 'par' is used outside ..."
+    sch = staged(splits=(2, None, 4), names=("par", "io", "ii")).double_buffer("A_global")
+    with refused("reorder", "loop 'io' carries the double buffer of block 'A_global'; reorder it before double_buffer"):
+        sch.reorder("io", "par")

@@ -48,11 +48,15 @@ def _simplify_bindings(stmt: ir.Stmt) -> ir.Stmt:
     return _S().visit(stmt)
 
 
-def _check_no_annotation_names(node: ir.For, primitive: str) -> None:
-    """Refuse to rename ``node``'s loop when a rolling or double buffer is tagged with its name."""
+_TAGGED = {ROLLING_LOOP: "rolling buffer", DOUBLE: "double buffer"}
+
+
+def _check_no_annotation_names(node: ir.For, primitive: str, keys: tuple[str, ...] = (ROLLING_LOOP, DOUBLE)) -> None:
+    """Refuse to rename or move ``node``'s loop when a rolling or double buffer (``keys``) is tagged with its name."""
     name = node.loop_var.name
     for b in blocks_under(node):
-        for key, what in ((ROLLING_LOOP, "rolling buffer"), (DOUBLE, "double buffer")):
+        for key in keys:
+            what = _TAGGED[key]
             if ir.ann_get(b.annotations, key) == name:
                 raise ScheduleError(
                     primitive, f"loop '{name}' carries the {what} of block '{b.name}'; {primitive} it before {what.replace(' ', '_')}"
@@ -129,6 +133,10 @@ def reorder(func: ir.Func, loops: tuple[str, ...]) -> Result:
     by_name = {f.loop_var.name: f for f in chain}
     order = iter(loops)
     new_seq = [by_name[next(order)] if f.loop_var.name in loops else f for f in chain]
+    for old, new in zip(chain, new_seq):
+        if old is not new:
+            # the prefetch of a double buffer belongs to the loop just above the staged block
+            _check_no_annotation_names(old, "reorder", (DOUBLE,))
     body = chain[-1].body
     for f in reversed(new_seq):
         body = replace(f, body=body)
