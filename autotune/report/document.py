@@ -23,7 +23,7 @@ from ..schedule import Schedule
 from .plots import plot_convergence, plot_pareto
 from .results import load_results, summary, write_tables
 
-__all__ = ["draw_best_plan", "read_best", "result_line", "trace_text", "write_report"]
+__all__ = ["draw_best_plan", "read_best", "result_line", "run_lines", "trace_text", "write_report"]
 
 
 def read_best(directory: str | os.PathLike[str]) -> dict[str, Any] | None:
@@ -109,6 +109,25 @@ def _result_lines(best: dict[str, Any]) -> list[str]:
     return lines
 
 
+def run_lines(run: dict[str, Any]) -> list[str]:
+    """best.json's ``run`` as Markdown: when, on what machine, with which versions, which config."""
+    host = run.get("machine", {})
+    isa = ", ".join(host.get("isa", [])) or "none recorded"
+    versions = ", ".join(f"{k} {v}" for k, v in run.get("versions", {}).items() if v)
+    return [
+        f"Started {run.get('started') or '?'}, ended {run.get('ended') or '?'} "
+        f"({run.get('sessions', '?')} session{'s' * (run.get('sessions') != 1)}).",
+        "",
+        f"Machine: {host.get('cpu', '?')} (LLVM `{host.get('llvm_cpu', '?')}`; {isa}), "
+        f"{host.get('usable_cores', '?')} of {host.get('cores', '?')} cores usable; "
+        f"{host.get('os', '?')}, Python {host.get('python', '?')}.",
+        "",
+        f"Versions: {versions}.",
+        "",
+        f"Config fingerprint: `{run.get('fingerprint', '?')}`.",
+    ]
+
+
 def write_report(directory: str | os.PathLike[str]) -> Path:
     """Write the tables, the figures and ``report.md`` of the run in ``directory``; return report.md."""
     out = Path(directory)
@@ -122,6 +141,8 @@ def write_report(directory: str | os.PathLike[str]) -> Path:
     if best is not None:
         draw_best_plan(best, out / "pools.png")
         md += ["## Result", "", *_result_lines(best), ""]
+        if isinstance(best.get("run"), dict):
+            md += ["## Run", "", *run_lines(best["run"]), ""]
     else:
         md += ["The run has not finished: there is no `best.json` yet.", ""]
     md += ["## Trials", "", "```text", summary(df), "```", ""]

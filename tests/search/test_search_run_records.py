@@ -94,6 +94,10 @@ def test_a_run_records_its_sessions_and_best_json_its_run(finished: Path) -> Non
     assert record["sessions"] == 1 and record["fingerprint"] == session["fingerprint"]
     assert record["machine"] == machine() and record["versions"] == versions()
     assert (out / "trials.jsonl").read_text().count("\n") == 4  # the trial log holds trials only
+    report = (out / "report.md").read_text()
+    assert "## Run" in report and f"Config fingerprint: `{session['fingerprint']}`" in report
+    assert f"Machine: {session['machine']['cpu']} (LLVM `{session['machine']['llvm_cpu']}`" in report
+    assert f"numpy {np.__version__}" in report
 
 
 # ---------------------------------------------------------------- resume
