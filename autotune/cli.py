@@ -357,6 +357,22 @@ def _new_directory(path: Path) -> Path | None:
     return created
 
 
+def _remove_new(output: Path, created: Path | None, existing: set[str]) -> None:
+    """Undo what a run that logged no trial wrote: the directory it created, or else the entries
+    of ``output`` that were not among ``existing``."""
+    if created is not None:
+        shutil.rmtree(created, ignore_errors=True)
+        return
+    if not output.is_dir():
+        return
+    for entry in output.iterdir():
+        if entry.name not in existing:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+
+
 def _holds_trials(output: Path) -> bool:
     """Whether ``output`` has a trial log with at least one record (an unreadable log counts)."""
     log = output / LOG_NAME
@@ -411,7 +427,8 @@ def resume_command(args: argparse.Namespace, output: Path) -> str:
 def cmd_run(args: argparse.Namespace) -> int:
     """Tune a config: the search, the re-measure of the best, the report; print the outcome.
 
-    A run that stops before its first trial is logged removes the output directory it created.
+    A run that stops before its first trial is logged removes the output directory it created
+    (or, in a directory that was there, the files it wrote).
     Ctrl-C stops the search once the trials in flight are logged (a second Ctrl-C at once) and
     prints the command that resumes it; the exit status is then 130.
     ``--resume`` refuses a config whose fields differ from the logged run's, and does nothing
@@ -431,6 +448,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"{done}\n{report.summary(report.load_results(output))}")
             return EXIT_OK
     created = _new_directory(output)
+    existing = {p.name for p in output.iterdir()} if output.is_dir() else set()
     try:
         with _StopOnInterrupt() as stop:
             tune(
@@ -438,8 +456,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             )
     except BaseException as exc:
         kept = _holds_trials(output)
-        if created is not None and not kept:
-            shutil.rmtree(created, ignore_errors=True)
+        if not kept:
+            _remove_new(output, created, existing)
         if not isinstance(exc, KeyboardInterrupt):
             raise
         if not kept:

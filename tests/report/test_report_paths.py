@@ -122,7 +122,7 @@ def test_a_run_that_fails_before_its_first_trial_leaves_no_directory(
     assert files(tmp_path) == ["run.yaml"]
 
 
-def test_a_run_that_fails_before_its_first_trial_keeps_a_directory_it_did_not_make(
+def test_a_run_that_fails_before_its_first_trial_keeps_a_directory_it_did_not_make_as_it_was(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(tuner_module, "make_executor", lambda *a, **k: (_ for _ in ()).throw(AssertionError))
@@ -130,9 +130,10 @@ def test_a_run_that_fails_before_its_first_trial_keeps_a_directory_it_did_not_ma
     config.write_text(CONFIG % "16", encoding="utf-8")
     out_dir = tmp_path / "out"
     (out_dir / "mine").mkdir(parents=True)
+    (out_dir / "notes.txt").write_text("kept")
     code, _, _ = run(capsys, "run", str(config), "--output", str(out_dir), "--no-progress")
     assert code == 2
-    assert (out_dir / "mine").is_dir()
+    assert files(out_dir) == ["mine", "notes.txt"]  # what was there stays; what the run wrote goes
 
 
 def test_an_interrupted_start_leaves_no_directory(
