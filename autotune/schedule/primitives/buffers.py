@@ -19,7 +19,8 @@ from ...te import FULL_REGION_ANNOTATION
 from ..exprjson import expr_from_json
 from ..regions import EXPLICIT
 from ..tree import block_path, readers_of, replace_stmt
-from .compute_at import DOUBLE, ROLLING, ROLLING_LOOP, scope_root
+from .compute_at import scope_root
+from .placement import DOUBLE, ROLLING, ROLLING_LOOP
 
 Result = tuple[ir.Func, tuple[str, ...]]
 

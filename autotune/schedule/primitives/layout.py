@@ -23,8 +23,8 @@ from ...errors import ScheduleError
 from ..exprjson import AXIS_SEPARATOR, expr_from_json
 from ..regions import EXPLICIT, refresh_regions
 from ..tree import allocating_block, root_block
-from .compute_at import ROLLING
 from .memory import find_buffer
+from .placement import ROLLING
 
 Result = tuple[ir.Func, tuple[str, ...]]
 P = "transform_layout"

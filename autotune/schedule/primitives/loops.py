@@ -11,7 +11,7 @@ from ...analysis.arith import simplify
 from ...errors import ScheduleError
 from ...ir.names import fresh_name
 from ..tree import all_names, blocks_under, loop_path, replace_stmt
-from .compute_at import DOUBLE, ROLLING_LOOP
+from .placement import DOUBLE, ROLLING_LOOP
 
 Result = tuple[ir.Func, tuple[str, ...]]
 
