@@ -169,6 +169,12 @@ def if_then_else(cond: Expr, then_value: ExprLike, else_value: ExprLike) -> Expr
 
 
 def const(value: float | int, dtype: str = "float32") -> Expr:
+    """``value`` as a constant of ``dtype``: ``const(0.0, "int64")`` is the integer 0, so an
+    integer stage stays in integers (a float constant would send int64 values through float64)."""
+    if not ir.is_float(dtype) and isinstance(value, float):
+        if not value.is_integer():
+            raise ValueError(f"te.const: {value} is not a value of {dtype}")
+        value = int(value)
     return ir.const(value, dtype)
 
 

@@ -111,3 +111,24 @@ def test_a_constant_outside_its_dtype_is_refused(value: int, dtype: str) -> None
     func = ir.Func("f", (out,), ir.BufferStore(out, ir.IntImm(value, dtype), (ir.const(0),)), num_outputs=1)
     with pytest.raises(CodegenError, match=rf"constant {value} is outside the range of {dtype}"):
         generate_source(func)
+
+
+def test_integer_constants_of_te_stay_integers() -> None:
+    assert te.const(0.0, "int64") == ir.IntImm(0, "int64")
+    assert te.const(6.0, "int8") == ir.IntImm(6, "int8")
+    with pytest.raises(ValueError, match=r"^te.const: 0.5 is not a value of int8$"):
+        te.const(0.5, "int8")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", [d for d in COMPILED if d != "bool"])
+def test_activations_of_every_dtype_equal_numpy(dtype: str) -> None:
+    # relu compared int64 values with the float constant 0.0: int64's largest value came back as its smallest
+    x = te.placeholder((2, 5), dtype, name="X")
+    func = te.create_func([x], [ops.relu(x, name="r"), ops.relu6(x, name="r6")])
+    lowered = lower(func, verify=True)
+    a = _extremes(dtype)[:2, :5]
+    got = [np.zeros((2, 5), dtype) for _ in range(2)]
+    build(lowered.func, lowered.plan)(a, *got)
+    np.testing.assert_array_equal(got[0], np.maximum(a, 0).astype(dtype))
+    np.testing.assert_array_equal(got[1], np.clip(a, 0, 6).astype(dtype))
