@@ -445,3 +445,24 @@ def test_reorder_refuses_to_move_the_double_buffered_loop() -> None:
     sch = staged(splits=(2, None, 4), names=("par", "io", "ii")).double_buffer("A_global")
     with refused("reorder", "loop 'io' carries the double buffer of block 'A_global'; reorder it before double_buffer"):
         sch.reorder("io", "par")
+
+
+def test_transform_layout_padding_can_be_forbidden() -> None:
+    # [i // 4 | i % 4] on 7 elements has 8 places: padded unless the caller says padding=False
+    sch = doubled_plus_one(rows=7)
+    index_map = [["//", ["v", 0], 4], AXIS_SEPARATOR, ["%", ["v", 0], 4], ["v", 1]]
+    padded = sch.apply("transform_layout", block="B", buffer="B", index_map=index_map)
+    assert "B = T.alloc_buffer((2, 4, 4)" in str(padded.func)
+    with refused("transform_layout", "index map pads 'B' [7, 4] to [2, 4, 4] (32 places for 28 elements) and padding is off"):
+        sch.apply("transform_layout", block="B", buffer="B", index_map=index_map, padding=False)
+    exact = sch.apply("transform_layout", block="B", buffer="B", index_map=[["v", 1], ["v", 0]], padding=False)
+    assert str(Schedule.replay(exact.original, exact.trace).func) == str(exact.func)
+
+
+@pytest.mark.slow
+def test_a_padded_layout_equals_numpy() -> None:
+    index_map = [["//", ["v", 0], 4], AXIS_SEPARATOR, ["%", ["v", 0], 4], ["v", 1]]
+    sch = doubled_plus_one(rows=7).apply("transform_layout", block="B", buffer="B", index_map=index_map)
+    (x,) = rng_inputs(sch.func)
+    (out,) = run(sch, x)
+    np.testing.assert_array_equal(out, x * np.float32(2.0) + np.float32(1.0))

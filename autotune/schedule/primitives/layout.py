@@ -185,20 +185,32 @@ def _check_not_rolled(func: ir.Func, buf: ir.Buffer) -> None:
             )
 
 
-def transform_layout(func: ir.Func, block: str, buffer: str, index_map: Sequence[Any]) -> Result:
+def transform_layout(func: ir.Func, block: str, buffer: str, index_map: Sequence[Any], padding: bool = True) -> Result:
     """Lay intermediate ``buffer`` (accessed by ``block``) out through ``index_map``.
 
     ``A_global[8192]`` with ``[i // 4096, "|", i % 4096]`` becomes
     ``A_global[2, 4096]`` with ``axis_separators=[1]``, and every
     ``A_global[v]`` becomes ``A_global[v // 4096, v % 4096]``.
+
+    The map must send distinct elements to distinct places. A map whose image box is larger
+    than the buffer (``[i // 4, "|", i % 4]`` on ``[7]`` gives ``[2, 4]``) pads it: the extra
+    places are allocated and never read or written. ``padding=False`` refuses such a map.
     """
     root_block(func)
+    if not isinstance(padding, bool):
+        raise ScheduleError(P, f"argument 'padding' must be true or false, got {padding!r}")
     buf = find_buffer(func, block, buffer, P)
     if allocating_block(func, buf) is None:
         raise ScheduleError(P, f"'{buf.name}' is a function parameter; only intermediate buffers can change layout")
     variables, exprs, seps = _parse(index_map, buf)
     shape = _image_shape(variables, exprs, buf)
     _check_injective(variables, exprs, shape, buf)
+    if not padding and prod(shape) > prod(buf.const_shape()):
+        raise ScheduleError(
+            P,
+            f"index map pads '{buf.name}' {list(buf.const_shape())} to {list(shape)} "
+            f"({prod(shape)} places for {prod(buf.const_shape())} elements) and padding is off",
+        )
     _check_no_explicit(func, buf)
     _check_not_rolled(func, buf)
     new = buf.with_(shape=tuple(ir.const(d) for d in shape), axis_separators=seps, data=ir.Var(f"{buf.name}_data", "handle"))
