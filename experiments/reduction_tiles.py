@@ -53,6 +53,8 @@ from autotune.workloads import ops
 REPO = bench.REPO
 COLUMNS = (2, 4, 8)
 BLOCKS = (16,)
+THREADS = [bench.THREADS]
+"""Threads of numba's prange and of torch (``--threads``; the ratios of the report are at 2)."""
 
 
 @dataclass(frozen=True)
@@ -156,7 +158,7 @@ def torch_run(case: Case, size: int, channels: int) -> Callable[[], object] | No
         import torch
     except ImportError:
         return None
-    torch.set_num_threads(bench.THREADS)
+    torch.set_num_threads(THREADS[0])
     _, (x, w), ref, _ = chain(case, size, channels)
     pad = case.kernel // 2
     xt = torch.from_numpy(x).permute(0, 3, 1, 2).contiguous(memory_format=torch.channels_last)
@@ -182,7 +184,7 @@ def measure(
 ) -> dict[str, Any]:
     import numba
 
-    numba.set_num_threads(bench.THREADS)
+    numba.set_num_threads(THREADS[0])
     kernels: list[Kernel] = []
     with tempfile.TemporaryDirectory(prefix="reduction_tiles_") as tmp:
         for case in cases:
@@ -226,7 +228,7 @@ def measure(
         row["build_vs_1x1"] = row["build_s"] / base["build_s"]
     for row in rows:
         del row["_ms"]
-    return {"rows": rows, "machine": bench._machine(), "rounds": rounds, "min_ms": min_ms}
+    return {"rows": rows, "machine": bench._machine(), "rounds": rounds, "min_ms": min_ms, "threads": THREADS[0], "size": size, "channels": channels}
 
 
 def row_flops(row: dict[str, Any], kernels: list[Kernel]) -> int:
@@ -241,10 +243,10 @@ def report(result: dict[str, Any], argv: Sequence[str]) -> list[str]:
         f"`.venv/bin/python experiments/reduction_tiles.py {' '.join(argv)}`, "
         f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC. {result['machine']}.",
         "",
-        "Each case: 56x56x64 -> 64 NHWC float32 (see the script's docstring for the schedule); "
+        f"Each case: {result['size']}x{result['size']}x{result['channels']} NHWC float32 (see the script's docstring for the schedule); "
         f"{result['rounds']} rounds, in each the median of back-to-back calls over {result['min_ms']:g} ms. "
         "`vs 1x1`: the case's GFLOP/s over conv1x1's, median of the per-round ratios; `vs torch`: the case's "
-        "time over PyTorch eager channels_last's (2 threads), median of the per-round ratios; `build s`: lower + "
+        f"time over PyTorch eager channels_last's ({result['threads']} threads), median of the per-round ratios; `build s`: lower + "
         "build + first call in a fresh kernel cache.",
         "",
         "| case | tile | ms | GFLOP/s | vs 1x1 | torch ms | vs torch | build s | build vs 1x1 | ms by tile | build s by tile |",
@@ -262,7 +264,7 @@ def report(result: dict[str, Any], argv: Sequence[str]) -> list[str]:
         speed = "met" if r["gflops_vs_1x1"] >= 0.8 else "missed"
         built = "met" if r["build_vs_1x1"] <= 1.5 else "missed"
         md.append(f"- {r['case']}: speed {r['gflops_vs_1x1']:.2f}x of 1x1 ({speed}); build {r['build_vs_1x1']:.2f}x ({built})")
-    conv3 = next(r for r in rows if r["case"] == "conv3x3")
+    conv3 = next((r for r in rows if r["case"] == "conv3x3"), {})
     if "vs_torch" in conv3:
         verdict = "met" if conv3["vs_torch"] <= 1.2 else "missed"
         md.append(f"- conv3x3 vs PyTorch: {conv3['vs_torch']:.2f}x its time ({verdict})")
@@ -279,8 +281,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cols", type=int, nargs="+", default=list(COLUMNS))
     parser.add_argument("--blocks", type=int, nargs="+", default=list(BLOCKS))
     parser.add_argument("--cases", nargs="+", choices=[c.name for c in CASES], default=[c.name for c in CASES])
+    parser.add_argument("--threads", type=int, default=bench.THREADS, choices=(1, 2))
     parser.add_argument("--output", type=Path, default=REPO / "results")
     args = parser.parse_args(argv)
+    THREADS[0] = args.threads
     cases = [c for c in CASES if c.name in args.cases or c.name == "conv1x1"]  # conv1x1: the base of the ratios
     tiles = [(c, b) for c in args.cols for b in args.blocks]
     result = measure(cases, tiles, args.size, args.channels, args.rounds, args.min_ms)

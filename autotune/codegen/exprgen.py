@@ -25,12 +25,16 @@ from .trees import Partials
 __all__ = ["ExprWriter", "Names", "py_ident"]
 
 _IDENT = re.compile(r"[^0-9A-Za-z_]")
-_RESERVED = frozenset({"np", "math", "numba", "range", "min", "max", "abs", "int", "float", "bool", "len"})
+SELECT = "_select"
+"""The kernel's name for :func:`autotune.codegen.runtime.select`."""
+_RESERVED = frozenset({"np", "math", "numba", "range", "min", "max", "abs", "int", "float", "bool", "len", SELECT})
 
 # Python precedence: a higher number binds tighter.
 _PREC = {"or": 1, "and": 2, "==": 4, "!=": 4, "<": 4, "<=": 4, ">": 4, ">=": 4}
 _PREC.update({"+": 5, "-": 5, "*": 6, "/": 6, "//": 6, "%": 6})
 _NOT_PREC = 3
+_LEAVES = (E.BufferLoad, E.IntImm, E.FloatImm, E.Var)
+"""The select values computed without a branch when both are in bounds (:meth:`ExprWriter.expr_Select`)."""
 _CMP = frozenset({"==", "!=", "<", "<=", ">", ">="})
 
 # IR intrinsic -> numpy ufunc on scalars, which keeps float32 as float32 in numba.
@@ -136,6 +140,7 @@ class ExprWriter:
         """The values each enclosing loop's variable takes (what proves a load in bounds)."""
         self.decls: dict[ir.Buffer, tuple[str, int]] = {}
         self.consts: dict[str, str] = {}
+        self.uses_select = False
 
     # ---- environment ------------------------------------------------------
     def bind(self, var: E.Var, value: int) -> None:
@@ -403,9 +408,21 @@ class ExprWriter:
         # only the taken branch runs (a padded load outside its buffer sits in the other), and a
         # shared load runs before the statement: a branch's loads are shared only when every one
         # is in bounds whatever the condition (a window over a rolling buffer with its halo)
-        true, false = (self.expr(b) if self.in_bounds(b) else self.lazy(b) for b in (e.true_value, e.false_value))
+        safe = [self.in_bounds(b) for b in (e.true_value, e.false_value)]
+        true, false = (self.expr(b) if ok else self.lazy(b) for b, ok in zip((e.true_value, e.false_value), safe))
+        # a compound condition once per straight-line region (a padded tile's elements share their
+        # column's): its `and`s are branches
+        cond = self.expr(e.cond)
+        if isinstance(e.cond, (E.And, E.Or)):
+            cond = self.share(e.cond, cond, "cond")
+        values = (e.true_value, e.false_value)
+        if all(safe) and all(isinstance(b, _LEAVES) for b in values) and any(isinstance(b, E.BufferLoad) for b in values):
+            # a load inside its buffer and a constant, a variable or another such load: computing
+            # both costs nothing, so no branch (runtime.select)
+            self.uses_select = True
+            return self.share(e, f"{SELECT}({cond}, {true}, {false})", "sel")
         # the whole select runs where it is shared (before the statement), and only its taken branch
-        return self.share(e, f"({true} if {self.expr(e.cond)} else {false})", "sel")
+        return self.share(e, f"({true} if {cond} else {false})", "sel")
 
     def in_bounds(self, e: E.Expr) -> bool:
         """Whether every load in ``e`` reads inside its buffer for every value of the enclosing

@@ -25,7 +25,7 @@ from ..analysis import Interval, eval_interval
 from ..errors import CodegenError
 from ..ir import expr as E
 from .declare import Declarations, _const_shape
-from .exprgen import ExprWriter, Names, py_ident
+from .exprgen import SELECT, ExprWriter, Names, py_ident
 from .outline import Outlined, outlined_args
 from .signature import KernelSource, ParamArg, StorageArg
 from .trees import TREE_PREC, UNROLL_LIMIT, balanced, combine, unrolled_reduction
@@ -257,6 +257,7 @@ def generate_source(func: ir.Func, name: str | None = None) -> KernelSource:
         *(f"# outlined: {o.name} (vectorizer: {o.vectorizer})" for o in gen.outlined),
         "import numba",
         "import numpy as np",
+        *([f"from autotune.codegen.runtime import select as {SELECT}"] if gen.exprs.uses_select else []),
         "",
     ]
     consts = gen.exprs.constants()

@@ -8,6 +8,8 @@
   buffers under a parallel loop get one copy per iteration of it;
 - ``inject_double_buffer``: staged buffers get two slots and a prologue;
 - ``lower_blocks``: blocks become loops, ifs, ``Allocate`` and ``DeclBuffer``;
+- ``clamp_guarded_loads``: the loads of a select's values stay inside their buffers (indices
+  clamped where they may leave them), so codegen computes both values without a branch;
 - ``flatten_buffers``: every intermediate becomes 1-d, or N-d by its axis separators;
   parameters keep their logical shapes, flat aliases are declared inside;
 - ``simplify``: arithmetic simplification of every expression;
@@ -31,6 +33,7 @@ from .clamps import clamp_at_producer
 from .compact import compact_buffers
 from .double_buffer import inject_double_buffer
 from .flatten import flatten_buffers
+from .guards import clamp_guarded_loads
 from .hoist import hoist_guards
 from .pipeline import DEFAULT_POOLS, Lowered, LowerOptions, Pass, run_passes
 from .rolling import inject_rolling_buffer
@@ -41,6 +44,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("compact_buffers", lambda f, o: compact_buffers(f)),
     Pass("inject_double_buffer", lambda f, o: inject_double_buffer(f)),
     Pass("lower_blocks", lambda f, o: lower_blocks(f)),
+    Pass("clamp_guarded_loads", lambda f, o: clamp_guarded_loads(f)),
     Pass("flatten_buffers", lambda f, o: flatten_buffers(f)),
     Pass("simplify", lambda f, o: simplify_func(f)),
     Pass("hoist_guards", lambda f, o: hoist_guards(f)),

@@ -16,6 +16,7 @@ from math import prod
 
 from .. import ir
 from ..analysis import to_linear
+from ..analysis.stages import contraction_operands
 from ..codegen import UNROLL_LIMIT
 from ..schedule.primitives.buffers import ROLLING
 from .space_family import loops_of
@@ -107,11 +108,12 @@ class _TilePlan:
 
 
 def _tile_plan(func: ir.Func, block: ir.Block, row_dim: int) -> _TilePlan | None:
-    """The register tile of ``block``: a contraction (a 1x1 convolution, a dense layer) whose two
-    innermost spatial loops - columns, then channels - sit right above its reduction loops, whose
-    output is contiguous along the channels (the last index of its store is the channel variable),
-    and whose reductions slide along no spatial loop (no load index mixes a reduction variable with
-    a column or channel variable: that is a window, which ``jam`` serves). None otherwise."""
+    """The register tile of ``block``: a reduction whose two innermost spatial loops - columns,
+    then channels - sit right above its reduction loops, whose output is contiguous along the
+    channels (the last index of its store is the channel variable), and whose reductions slide
+    along no channel (no load index mixes a reduction variable with a channel variable) and, unless
+    it is a contraction (a convolution of any kernel, depthwise, a dense layer), along no column
+    either (a max or average window, which ``jam`` serves). None otherwise."""
     reduce = _reduce_vars(block)
     row_var = _dim_var(block, row_dim)
     loops = loops_of(func, block)
@@ -129,10 +131,13 @@ def _tile_plan(func: ir.Func, block: ir.Block, row_dim: int) -> _TilePlan | None
     store = next((s for s in ir.collect(block.body, ir.BufferStore) if s.buffer is buf), None)
     if store is None or not store.indices or store.indices[-1] not in bound[1]:
         return None
+    # a window may slide along the columns of a contraction (a KxK or depthwise convolution: the
+    # lowering keeps the tile's accumulators over the whole reduction nest); the channels never
+    sliding = bound[1] if contraction_operands(block) is not None else bound[0] | bound[1]
     for load in ir.collect(block.body, ir.BufferLoad):
         for index in load.indices:
             used = ir.free_vars(index)
-            if used & reduce and used & (bound[0] | bound[1]):
+            if used & reduce and used & sliding:
                 return None
     return _TilePlan(
         column.loop_var.name,

@@ -18,7 +18,7 @@ from stage to stage; a global pool does not, so ``tiny_cnn`` cascades up to
                     intermediate (``parallel(copy_pad=...)``). On this machine two threads writing
                     within 4 KiB of each other (side-by-side copies, or the end of one buffer's copies
                     next to the start of the next's) ran up to 1.7x slower in some processes
-                    (issue 7). Conditional: only with parallel outer
+                    (experiments/copy_pad.py). Conditional: only with parallel outer
     fuse_<stage>    false | true: fuse the stage's two innermost spatial loops (columns x channels)
                     into one loop; over a row-major buffer it is one long contiguous loop, which
                     LLVM vectorises far better than a short channel loop (pool_chain 0.38 -> 0.19 ms).
@@ -39,23 +39,26 @@ from stage to stage; a global pool does not, so ``tiny_cnn`` cascades up to
                     columns. The copies of a row share its window's rows with the next: a 3x3 max
                     takes one max per column after the first row (codegen's ``Partials`` reuses
                     the pair of rows that both windows hold). pool_chain, full size on the Zen 3
-                    host: session 8's tuned schedule with jamrows 2 on both pools ran 0.774x its
-                    time, in one process (experiments/knob_variants.py; issue 7's note).
+                    host: a tuned schedule with jamrows 2 on both pools ran 0.774x its time, in
+                    one process (experiments/knob_variants.py).
                     Conditional like jam_.
     regtile_<stage> 0 | 1 | 2 | 4 | 8: a register tile of that many output columns (at most: the
                     largest divisor of the column loop) by the stage's channels (a block of them, the
                     largest divisor up to codegen's UNROLL_LIMIT: 48 of 96), for a contraction
-                    (a 1x1 convolution: :func:`~autotune.search.cascade_structure._tile_plan`). The
+                    (a convolution of any kernel size, depthwise or not, a dense layer:
+                    :func:`~autotune.search.cascade_stages._tile_plan`). The
                     reduction loops go above the unrolled columns and channels, the accumulators live
                     in registers over the whole reduction, and the nest is outlined and compiled with
                     the SLP vectoriser (``set_vectorizer(loop=...)``), while the rest of the kernel
-                    keeps the loop vectoriser (bottleneck's project stage: see issue 7's note).
+                    keeps the loop vectoriser.
                     Where the stage's columns are guarded (a strip's halo at the image border) only
                     a one-column tile applies: its guard stays on the column loop, above the
                     reduction (``hoist_guards``); wider tiles are invalid. bottleneck's expand under
                     28-column strips, full size on the Zen 3 host: 1.0 ms with a one-column tile
-                    against 1.14-1.5 ms without, in the same process (issue 7's note).
-                    Offered up to REGISTER_TILE accumulators. A tiled stage is neither fused nor
+                    against 1.14-1.5 ms without, in the same process.
+                    Offered up to as many accumulators as the host's vector registers hold
+                    (``codegen.target.register_file_floats``: 128 float32 on AVX2, 512 on
+                    AVX-512). A tiled stage is neither fused nor
                     unrolled: fuse_<stage> and unroll_<stage> are conditional on regtile_<stage> 0.
                     (It was the other way round, regtile conditional on unroll off; TPE then
                     learnt early that unrolling beats the plain loop and seldom drew a tile: of
@@ -74,6 +77,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import ir
+from ..codegen.target import register_file_floats
 from ..errors import ScheduleError
 from ..schedule import Schedule
 from .cascade_stages import (
@@ -134,11 +138,6 @@ COPY_PADS = (0, 4096)
 """``copy_pad`` choices: none, or a page. In processes where bottleneck's tuned kernel ran slow, a gap
 of 0-256 bytes after the copies left it slow, 1 KiB helped a little, and 4, 16 and 44 KiB all made it
 fast; padding to 64 KiB was no faster than 4 KiB."""
-
-REGISTER_TILE = 512
-"""The most accumulators (columns x channels) a ``regtile_<stage>`` choice may hold: 32 zmm registers
-hold 512 float32, and LLVM spills past them."""
-
 
 def _register_tile(sch: Schedule, stage: str, row_dim: int, columns: int) -> Schedule:
     """``columns`` output columns (at most: the largest divisor of the column loop) by a block of
@@ -202,7 +201,7 @@ class CascadeFamily(Family):
             out.append(int_domain("strip", [0, *strips], 0, c.cols))
         tileable = dict(c.tileable)
         for s, block in c.tileable:
-            tiles = tuple(t for t in (1, 2, 4, 8) if t * block <= REGISTER_TILE)
+            tiles = tuple(t for t in (1, 2, 4, 8) if t * block <= register_file_floats())
             out.append(choice_domain(f"regtile_{s}", (0, *tiles)))
         untiled = {s: ((f"regtile_{s}", (0,)),) if s in tileable else () for s in {*c.fusable, *c.unrollable}}
         out += [choice_domain(f"fuse_{s}", (False, True), untiled[s]) for s in c.fusable]

@@ -239,11 +239,12 @@ def test_loads_in_a_select_branch_are_shared_when_in_bounds_for_every_loop_value
     val = ir.select(I - K >= 0, a[I + 1 - K, J], 0.0)
     body = _loop(K, 2, ir.BufferStore(b, b[I, J] + val, (I, J)), "unroll")
     lines = _lines(generate_source(ir.Func("f", (a, b), _loop(I, 2, _loop(J, 4, body)))).text)
+    # both values of each select are in bounds: computed, and selected without a branch
     assert lines[-6:] == [
         "ld = A[np.uintp(i + 1), j]",
-        "sel = (ld if i >= 0 else _c0)",
+        "sel = _select(i >= 0, ld, _c0)",
         "ld_1 = A[i, j]",
-        "sel_1 = (ld_1 if i - 1 >= 0 else _c0)",
+        "sel_1 = _select(i - 1 >= 0, ld_1, _c0)",
         "t = (sel + sel_1)",
         "B[i, j] = (B[i, j] + t)",
     ]
@@ -254,7 +255,7 @@ def test_loads_in_a_select_branch_are_shared_when_in_bounds_for_every_loop_value
     assert lines[-5:] == [
         "sel = (A[np.uintp(i + 1), j] if i >= 0 else _c0)",
         "ld = A[i, j]",
-        "sel_1 = (ld if i - 1 >= 0 else _c0)",
+        "sel_1 = _select(i - 1 >= 0, ld, _c0)",
         "t = (sel + sel_1)",
         "B[i, j] = (B[i, j] + t)",
     ]

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from autotune import ir, te
 from autotune.codegen import build, generate_source
 from autotune.config import SPACES_DIR
 from autotune.errors import ScheduleError
@@ -17,7 +18,7 @@ from autotune.measure import empty_outputs, reference_outputs
 from autotune.memory import Pool
 from autotune.search.space import Knob, load_space
 from autotune.search.space_cascade import analyze_cascade
-from autotune.workloads import get
+from autotune.workloads import Workload, get, intermediate_bytes, ops
 
 POOLS = (Pool("dtcm", 64 * 1024), Pool("sram", 2 * 1024**2))
 
@@ -26,12 +27,15 @@ def _small() -> Any:
     return get("bottleneck", height=8, width=8, cin=4, expand=8)
 
 
-def test_contractions_have_register_tiles_windows_do_not() -> None:
-    # expand and project are 1x1 convolutions; depthwise slides a window (jam serves it)
+def test_contractions_have_register_tiles_max_windows_do_not() -> None:
+    # expand and project are 1x1 convolutions, depthwise a 3x3 window of products: every contraction
+    # has a tile (its window slides along the columns, never the channels); a max pool has none (jam)
     full = analyze_cascade(get("bottleneck", height=112, width=112).func)
-    assert full.tileable == (("expand", 48), ("project", 16))  # 96 channels: tiles of 48 (codegen unrolls <= 64)
+    # 96 channels: tiles of 48 (codegen unrolls <= 64)
+    assert full.tileable == (("expand", 48), ("depthwise", 48), ("project", 16))
     assert analyze_cascade(get("pool_chain").func).tileable == ()
-    assert analyze_cascade(get("tiny_cnn").func).tileable == (("pw1", 32), ("pw2", 64))
+    tiny = analyze_cascade(get("tiny_cnn").func).tileable
+    assert tiny == (("conv1", 16), ("dw1", 16), ("pw1", 32), ("dw2", 32), ("pw2", 64))
 
 
 def test_register_tile_knobs_and_their_conditions() -> None:
@@ -138,3 +142,51 @@ def test_register_tile_numbers(source: Callable[[], tuple[Any, Any, str]]) -> No
     outputs = empty_outputs(lowered.func)
     kernel(*inputs, *outputs)
     np.testing.assert_allclose(outputs[0], reference_outputs(wl, inputs)[0], rtol=1e-4, atol=1e-4)
+
+
+def _resnet_body() -> Workload:
+    """A chain written here, not a built-in: conv 3x3 pad 1 -> relu -> conv 3x3 pad 1, 6x6x8 NHWC."""
+    data = te.placeholder((1, 6, 6, 8), "float32", name="data")
+    w1 = te.placeholder((3, 3, 8, 8), "float32", name="w1")
+    w2 = te.placeholder((3, 3, 8, 8), "float32", name="w2")
+    conv1 = ops.conv2d_nhwc(data, w1, padding=1, name="conv1")
+    conv2 = ops.conv2d_nhwc(conv1, w2, padding=1, name="conv2", data_act=ops.relu_expr)
+    func = te.create_func([data, w1, w2], [conv2], name="resnet_body")
+
+    def conv(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        p = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+        return sum(p[:, dy : dy + 6, dx : dx + 6, :] @ w[dy, dx] for dy in range(3) for dx in range(3))
+
+    def reference(x: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray]:
+        return (conv(np.maximum(conv(x, a), 0), b).astype(np.float32),)
+
+    flops = 2 * 2 * 36 * 8 * 72
+    return Workload("resnet_body", {}, func, reference, "", flops, intermediate_bytes(func), (1.0, 0.1, 0.1))
+
+
+def test_a_users_3x3_convolutions_get_register_tiles() -> None:
+    wl = _resnet_body()
+    assert analyze_cascade(wl.func).tileable == (("conv1", 8), ("conv2", 8))
+    knobs = {k.name: k for k in load_space(SPACES_DIR / "cascade.yaml", wl, POOLS).knobs}
+    assert knobs["regtile_conv1"] == Knob("regtile_conv1", (0, 1, 2, 4, 8))
+    assert knobs["regtile_conv2"] == Knob("regtile_conv2", (0, 1, 2, 4, 8))
+
+
+@pytest.mark.slow
+def test_a_users_3x3_register_tiles_equal_numpy() -> None:
+    wl = _resnet_body()
+    space = load_space(SPACES_DIR / "cascade.yaml", wl, POOLS)
+    values = space.default() | {"tile_rows": 2, "at_conv1": "tile", "regtile_conv1": 2, "regtile_conv2": 4}
+    lowered = lower(space.apply(wl.func, values).func, pools=POOLS)
+    # both tiles keep their accumulators over rh, rw and rc: the stage's output is not touched inside
+    accs = [a for a in ir.collect(lowered.func.body, ir.Allocate) if ir.ann_get(a.annotations, "scope", "") == "local"]
+    assert len(accs) == 2
+    for acc in accs:
+        rh = next(f for f in ir.collect(acc.body, ir.For) if f.loop_var.name.startswith("rh"))
+        acc_name = next(d.buffer.name for d in ir.collect(acc.body, ir.DeclBuffer))
+        touched = {n.buffer.name for n in ir.collect(rh, (ir.BufferLoad, ir.BufferStore))}
+        assert acc_name in touched and acc_name.removesuffix("_acc") not in touched, (acc_name, touched)
+    inputs = wl.make_inputs(0)
+    outputs = empty_outputs(lowered.func)
+    build(lowered.func, lowered.plan)(*inputs, *outputs)
+    np.testing.assert_allclose(outputs[0], wl.reference(*inputs)[0], rtol=1e-4, atol=1e-4)
