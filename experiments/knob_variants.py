@@ -10,7 +10,8 @@ and the same knobs with each ``NAME=JSON`` override applied, for example
 against numpy, then each round times every variant in turn on 2 threads (the
 median of at least ``--min-ms`` of back-to-back calls). A variant's ratio is the
 median over rounds of its time divided by the tuned schedule's time in the same
-round, so slow phases of the host (issue 7's note) hit both sides of a ratio.
+round, so slow phases of the host (minutes when every kernel runs 1.3-2x slower)
+hit both sides of a ratio.
 A variant that the space rejects is listed with the reason. Writes
 ``<output>/knob_variants_<workload>.md`` and ``.json``.
 """

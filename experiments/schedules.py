@@ -1,4 +1,4 @@
-"""Reproduce issue 3's figures: cascaded schedules on the full-size pool_chain and bottleneck.
+"""Cascaded schedules on the full-size pool_chain and bottleneck: workspace and latency.
 
     .venv/bin/python experiments/schedules.py [--rounds 7] [--repeats 20] [--output results]
 
@@ -251,7 +251,7 @@ def report(
     by_median, by_min = extra["rolling_over_recompute"]
     text = "\n".join(
         [
-            "# Cascaded schedules: workspace and latency (issue 3)",
+            "# Cascaded schedules: workspace and latency",
             "",
             f"Command: `{command}`  ",
             f"Date: {date}; {env}; {time.time() - started:.0f} s.",
