@@ -43,12 +43,15 @@ The patterns, each directly followed (in a sequence) by a loop nest:
 - a tile: a perfect nest of ``unroll`` loops (min 0, constant extents of at most
   :data:`UNROLL_LIMIT`, :data:`TILE_LIMIT` iterations in all) around one store
   ``B[I] = init``, where ``init`` uses none of the loops and reads no ``B``, and
-  distinct iterations store distinct elements. Every access to ``B``'s storage
+  distinct iterations store distinct elements. ``if``s without ``else`` may stand
+  between the loops (a strip's halo column guarded against the image border):
+  they test the tile's loops and the loops around, and the copy-out keeps them. Every access to ``B``'s storage
   in the nest is ``B[I]`` with the loop variables replaced by those of a run of
   enclosing ``unroll`` loops with the same extents in the same order; ``I`` uses
   no other variable of the nest, nor does any ``if`` around an access. The
-  copy-out repeats the init's loops unguarded: the init stored every element,
-  so an element the guards skip keeps its initial value.
+  accumulators start unguarded; the copy-out repeats the init's nest with its
+  guards, so it stores exactly the elements the init stored (an element the
+  updates' guards skip keeps its initial value).
 
 In both, at least one access in the nest is a store, no loop of the nest is
 parallel (threads would share the accumulator) and the nest allocates nothing.
@@ -153,8 +156,10 @@ class _Sites(ir.Visitor):
 
 @dataclass(frozen=True)
 class _Tile:
-    """A promotable tile: the init nest's loops and store, and the tile loops of each access in the nest."""
+    """A promotable tile: the init nest (``head``), its loops and store, and the tile loops of each
+    access in the nest."""
 
+    head: ir.Stmt
     loops: tuple[ir.For, ...]
     store: ir.BufferStore
     slots: dict[Indices, tuple[ir.Var, ...]]
@@ -169,13 +174,21 @@ def _tile_loop(f: ir.For) -> bool:
     return f.kind == ir.ForKind.UNROLLED and ir.as_int(f.min) == 0 and extent is not None and 0 < extent <= UNROLL_LIMIT
 
 
-def _init_nest(head: ir.Stmt) -> tuple[tuple[ir.For, ...], ir.Stmt]:
-    """The perfect nest of tile loops heading ``head``, and its body."""
+def _init_nest(head: ir.Stmt) -> tuple[tuple[ir.For, ...], tuple[ir.Expr, ...], ir.Stmt]:
+    """The perfect nest of tile loops heading ``head``, the conditions of the ``if``s (without
+    ``else``) between them, and its body."""
     loops: list[ir.For] = []
-    while isinstance(head, ir.For) and _tile_loop(head):
-        loops.append(head)
-        head = head.body
-    return tuple(loops), head
+    guards: list[ir.Expr] = []
+    while (isinstance(head, ir.For) and _tile_loop(head)) or (
+        isinstance(head, ir.IfThenElse) and head.else_case is None
+    ):
+        if isinstance(head, ir.For):
+            loops.append(head)
+            head = head.body
+        else:
+            guards.append(head.condition)
+            head = head.then_case
+    return tuple(loops), tuple(guards), head
 
 
 def _injective(indices: Indices, loops: tuple[ir.For, ...]) -> bool:
@@ -211,7 +224,7 @@ def _slot(site: _Site, tile_loops: tuple[ir.For, ...], store: ir.BufferStore) ->
     return None
 
 
-def _slots(nest: ir.For, tile_loops: tuple[ir.For, ...], store: ir.BufferStore) -> _Tile | None:
+def _slots(nest: ir.For, head: ir.Stmt, tile_loops: tuple[ir.For, ...], store: ir.BufferStore) -> _Tile | None:
     """The tile when every access in ``nest`` is its element of a run of tile loops, guarded by no nest variable."""
     visitor = _Sites(store.buffer.data)
     visitor.visit(nest)
@@ -224,12 +237,16 @@ def _slots(nest: ir.For, tile_loops: tuple[ir.For, ...], store: ir.BufferStore) 
         slots[site.access.indices] = run
     if not any(isinstance(s.access, ir.BufferStore) for s in visitor.found):
         return None
-    return _Tile(tile_loops, store, slots)
+    return _Tile(head, tile_loops, store, slots)
 
 
 def _promotable_tile(head: ir.Stmt, nest: ir.Stmt) -> _Tile | None:
-    loops, store = _init_nest(head)
+    loops, guards, store = _init_nest(head)
     if not loops or not isinstance(store, ir.BufferStore) or not isinstance(nest, ir.For):
+        return None
+    # a guard (a strip's halo column) may test the tile's loops and the loops around, nothing of the nest
+    nest_loops = {f.loop_var for f in ir.collect(nest, ir.For)} - {f.loop_var for f in loops}
+    if any(ir.free_vars(g) & nest_loops or _accesses(g, store.buffer.data) for g in guards):
         return None
     buf, tile_vars = store.buffer, {f.loop_var for f in loops}
     if buf.scope == ir.REGISTER_SCOPE or prod(e or 0 for e in _extents(loops)) > TILE_LIMIT:
@@ -241,7 +258,7 @@ def _promotable_tile(head: ir.Stmt, nest: ir.Stmt) -> _Tile | None:
         return None
     if not _injective(store.indices, loops):
         return None
-    return _slots(nest, loops, store)
+    return _slots(nest, head, loops, store)
 
 
 def _flat(tile_vars: tuple[ir.Var, ...], extents: list[int]) -> Indices:
@@ -280,6 +297,16 @@ class _Swap(ir.Transformer):
 def _allocate(acc: ir.Buffer, body: ir.Stmt) -> ir.Stmt:
     ann = ir.ann_set((), "scope", ir.REGISTER_SCOPE)
     return ir.Allocate(acc.data, acc.dtype, acc.shape, ir.DeclBuffer(acc, body), ann)
+
+
+class _CopyOut(ir.Transformer):
+    """The init nest with its store replaced: the copy-out stores the elements the init stored."""
+
+    def __init__(self, store: ir.BufferStore, copy: ir.BufferStore) -> None:
+        self.store, self.copy = store, copy
+
+    def visit_BufferStore(self, n: ir.BufferStore) -> ir.Stmt:
+        return self.copy if n is self.store else n
 
 
 class _Promote(ir.Transformer):
@@ -330,7 +357,7 @@ class _Promote(ir.Transformer):
         body = ir.seq(
             _nest(loops, ir.BufferStore(acc, store.value, own)),
             _Swap(buf, acc, slots).visit(nest),
-            _nest(loops, ir.BufferStore(buf, ir.BufferLoad(acc, own), store.indices)),
+            _CopyOut(store, ir.BufferStore(buf, ir.BufferLoad(acc, own), store.indices)).visit(tile.head),
         )
         return _allocate(acc, body)
 

@@ -102,6 +102,10 @@ def _split_nest(stmt: ir.Stmt, f: ir.For, nest: tuple[ir.For, ...] = ()) -> tupl
         if inner is None:
             return None
         return replace(stmt, body=inner[0]), replace(stmt, body=inner[1])
+    if isinstance(stmt, ir.IfThenElse) and stmt.else_case is None and not _uses(stmt.condition, f.loop_var):
+        # a guard of the nest (a strip's halo column): both halves keep it
+        inner = _split_nest(stmt.then_case, f, nest)
+        return None if inner is None else (replace(stmt, then_case=inner[0]), replace(stmt, then_case=inner[1]))
     if not isinstance(stmt, ir.SeqStmt) or len(stmt.seq) < 2:
         return None
     first = stmt.seq[0]

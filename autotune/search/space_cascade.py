@@ -51,11 +51,12 @@ from stage to stage; a global pool does not, so ``tiny_cnn`` cascades up to
                     in registers over the whole reduction, and the nest is outlined and compiled with
                     the SLP vectoriser (``set_vectorizer(loop=...)``), while the rest of the kernel
                     keeps the loop vectoriser.
-                    Where the stage's columns are guarded (a strip's halo at the image border) only
-                    a one-column tile applies: its guard stays on the column loop, above the
-                    reduction (``hoist_guards``); wider tiles are invalid. bottleneck's expand under
-                    28-column strips, full size on the Zen 3 host: 1.0 ms with a one-column tile
-                    against 1.14-1.5 ms without, in the same process.
+                    Where the stage's columns are guarded (a strip's halo at the image border), a
+                    one-column tile keeps its guard on the column loop, above the reduction
+                    (``hoist_guards``); a wider tile guards each unrolled column in its updates and
+                    its copy-out, its accumulators still in registers (``promote_accumulators``).
+                    bottleneck's expand under 28-column strips, full size on the Zen 3 host: 1.0 ms
+                    with a one-column tile against 1.14-1.5 ms without, in the same process.
                     Offered up to as many accumulators as the host's vector registers hold
                     (``codegen.target.register_file_floats``: 128 float32 on AVX2, 512 on
                     AVX-512). A tiled stage is neither fused nor
@@ -147,17 +148,7 @@ def _register_tile(sch: Schedule, stage: str, row_dim: int, columns: int) -> Sch
     plan = _tile_plan(sch.func, block, row_dim)
     if plan is None:
         raise ScheduleError("regtile", f"stage '{stage}' is not a contraction over columns and channels")
-    column = sch.get_loop(plan.column)
     factor = max(d for d in divisors(plan.columns) if d <= columns)
-    if factor > 1 and column.loop_var in ir.free_vars(block.predicate):
-        # a strip's halo: the tile's unrolled columns would be guarded one by one, its reduction's
-        # initial values stay inside the reduction loop, and the accumulators stay in memory (slower
-        # than no tile). A one-column tile keeps the column loop above the reduction, and
-        # hoist_guards lifts the guard out of the reduction and channel loops.
-        raise ScheduleError(
-            "regtile",
-            f"stage '{stage}' guards its columns (a strip's halo); a register tile of {factor} columns needs them all",
-        )
     outer, above, tile = plan.column, [], [plan.channel]
     if plan.block < plan.channels:
         sch = sch.split(plan.channel, [None, plan.block])
