@@ -142,12 +142,20 @@ class Schedule:
     def double_buffer(self, block: str) -> Schedule:
         return self.apply("double_buffer", block=block)
 
-    def transform_layout(self, block: str, buffer: str, index_map: Callable[..., Sequence[Any]] | Sequence[Any]) -> Schedule:
-        """``index_map`` maps the buffer's indices to new ones; ``AXIS_SEPARATOR`` in its result splits physical axes."""
+    def transform_layout(
+        self,
+        block: str,
+        buffer: str,
+        index_map: Callable[..., Sequence[Any]] | Sequence[Any],
+        padding: bool = True,
+    ) -> Schedule:
+        """``index_map`` maps the buffer's indices to new ones; ``AXIS_SEPARATOR`` in its result splits physical axes.
+        ``padding=False`` refuses a map whose image is larger than the buffer (the trace records it only then)."""
         if callable(index_map):
             ndim = self._buffer(block, buffer, "transform_layout").ndim
             index_map = callable_to_json(index_map, [ir.Var(f"i{k}") for k in range(ndim)], "transform_layout")
-        return self.apply("transform_layout", block=block, buffer=buffer, index_map=index_map)
+        extra: dict[str, Any] = {} if padding else {"padding": False}
+        return self.apply("transform_layout", block=block, buffer=buffer, index_map=index_map, **extra)
 
     def set_pools(self, block: str, buffer: str, pools: Sequence[str]) -> Schedule:
         return self.apply("set_pools", block=block, buffer=buffer, pools=tuple(pools))

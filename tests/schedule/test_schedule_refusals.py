@@ -457,6 +457,11 @@ def test_transform_layout_padding_can_be_forbidden() -> None:
         sch.apply("transform_layout", block="B", buffer="B", index_map=index_map, padding=False)
     exact = sch.apply("transform_layout", block="B", buffer="B", index_map=[["v", 1], ["v", 0]], padding=False)
     assert str(Schedule.replay(exact.original, exact.trace).func) == str(exact.func)
+    # the Schedule method takes it too, and records it only when it is off
+    with refused("transform_layout", "index map pads 'B' [7, 4] to [2, 4, 4] (32 places for 28 elements) and padding is off"):
+        sch.transform_layout("B", "B", lambda i, j: [i // 4, AXIS_SEPARATOR, i % 4, j], padding=False)
+    assert sch.transform_layout("B", "B", lambda i, j: [j, i], padding=False).trace[-1] == exact.trace[-1]
+    assert "padding" not in sch.transform_layout("B", "B", lambda i, j: [j, i]).trace_json()
 
 
 @pytest.mark.slow

@@ -191,8 +191,9 @@ def parallel(func: ir.Func, loop: str, copy_pad: int | None = None) -> Result:
 
     Each iteration gets its own copy of a buffer computed under the loop (compaction);
     ``copy_pad`` (bytes, a multiple of 64) leaves at least that many untouched bytes after
-    each copy, so no two threads write within ``copy_pad`` bytes of each other (issue 7: on
-    this machine two threads writing within 4 KiB of each other ran up to 1.5x slower).
+    each copy, so no two threads write within ``copy_pad`` bytes of each other (on the 2-core
+    hosts two threads writing within 4 KiB of each other ran up to 1.5x slower:
+    ``experiments/copy_pad.py``).
     The memory plan counts the padding.
     """
     if copy_pad is not None and (copy_pad <= 0 or copy_pad % ir.COPY_PAD_UNIT):
