@@ -423,13 +423,16 @@ def test_applied_schedules_match_numpy(name: str) -> None:
 
     # Random points of the space, but only those whose kernel is short: a 2,000-line register
     # tile compiles for a minute on an AVX2 host, and the register tiles have numeric tests of
-    # their own (test_search_regtile, test_search_gemm_panels).
+    # their own (test_search_regtile, test_search_gemm_panels, tests/lowering/test_reduction_nests).
     wl, space = small(name)
     rng = random.Random(2)
     checked = 0
     while checked < 2:
+        # register tiles off: most tiles of tiny_cnn's five contractions give kernels past the limit,
+        # and drawing until two are short took minutes
+        values = {k: 0 if k.startswith("regtile_") else v for k, v in sample(space, rng).items()}
         try:
-            lw = lower(space.apply(wl.func, sample(space, rng)).func, pools=POOLS)
+            lw = lower(space.apply(wl.func, values).func, pools=POOLS)
         except (ScheduleError, PoolOverflowError):
             continue
         if _unrolled_statements(lw.func.body) > SAMPLED_KERNEL_LINES:
