@@ -410,19 +410,37 @@ class ExprWriter:
         # is in bounds whatever the condition (a window over a rolling buffer with its halo)
         safe = [self.in_bounds(b) for b in (e.true_value, e.false_value)]
         true, false = (self.expr(b) if ok else self.lazy(b) for b, ok in zip((e.true_value, e.false_value), safe))
-        # a compound condition once per straight-line region (a padded tile's elements share their
-        # column's): its `and`s are branches
-        cond = self.expr(e.cond)
-        if isinstance(e.cond, (E.And, E.Or)):
-            cond = self.share(e.cond, cond, "cond")
         values = (e.true_value, e.false_value)
         if all(safe) and all(isinstance(b, _LEAVES) for b in values) and any(isinstance(b, E.BufferLoad) for b in values):
             # a load inside its buffer and a constant, a variable or another such load: computing
-            # both costs nothing, so no branch (runtime.select)
+            # both costs nothing, so no branch (runtime.select), and a condition of comparisons
+            # alone is written with & and | (no short-circuit branches either), once per
+            # straight-line region (a padded tile's elements share their column's)
             self.uses_select = True
+            cond = self.branch_free(e.cond)
+            if isinstance(e.cond, (E.And, E.Or)):
+                cond = self.share(e.cond, cond, "cond")
             return self.share(e, f"{SELECT}({cond}, {true}, {false})", "sel")
+        # a compound condition once per straight-line region: its `and`s are branches
+        cond = self.expr(e.cond)
+        if isinstance(e.cond, (E.And, E.Or)):
+            cond = self.share(e.cond, cond, "cond")
         # the whole select runs where it is shared (before the statement), and only its taken branch
         return self.share(e, f"({true} if {cond} else {false})", "sel")
+
+    def branch_free(self, e: E.Expr) -> str:
+        """``e``, a condition, with its ``and``/``or`` of comparisons written ``&``/``|`` when nothing
+        in it loads (every operand can run), else as :meth:`expr` writes it."""
+        if not isinstance(e, (E.And, E.Or)) or ir.collect(e, E.BufferLoad):
+            return self.expr(e)
+
+        def operand(x: E.Expr) -> str:
+            if isinstance(x, type(e)):
+                return " ".join(operand(y) if i == 0 else f"{'&' if isinstance(e, E.And) else '|'} {operand(y)}"
+                                for i, y in enumerate((x.a, x.b)))
+            return f"({self.expr(x)})"
+
+        return f"({operand(e)})"
 
     def in_bounds(self, e: E.Expr) -> bool:
         """Whether every load in ``e`` reads inside its buffer for every value of the enclosing

@@ -63,6 +63,8 @@ def test_a_padded_register_tile_selects_without_branches_and_equals_numpy() -> N
     text = generate_source(lowered.func).text
     assert "from autotune.codegen.runtime import select as _select" in text
     assert text.count("cond = ") == 1 and text.count("_select(cond, ") == 1  # 8 channels, one column: one select
+    # the condition's comparisons joined with & (no short-circuit branches)
+    assert "cond = ((y + rh - 1 >= 0) & (y + rh - 1 < 5) & (x + rw - 1 >= 0) & (x + rw - 1 < 5))" in text
     assert " if " not in text.split("for rc in range(4):")[1].split("conv_flat[")[0]
     rng = np.random.default_rng(3)
     data = rng.standard_normal((1, 5, 5, 4)).astype(np.float32)
