@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .arith import Analyzer, simplify
-from .interval import Interval, eval_interval
+from .interval import Interval, eval_interval, loop_interval
 from .linear import Linear, sum_form, to_linear
 from .region import (
     block_access_regions,
@@ -21,6 +21,7 @@ __all__ = [
     "block_access_regions",
     "clip_region",
     "eval_interval",
+    "loop_interval",
     "region_extents_const",
     "relax_region",
     "simplify",

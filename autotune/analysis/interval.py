@@ -42,7 +42,7 @@ from autotune.ir import (
 
 from .linear import Linear, is_int_dtype, sum_form
 
-__all__ = ["Interval", "decide_compare", "eval_interval", "interval_of_sum"]
+__all__ = ["Interval", "decide_compare", "eval_interval", "interval_of_sum", "loop_interval"]
 
 _Num = float | int  # an int, or ±math.inf for an unbounded side
 
@@ -213,6 +213,14 @@ def eval_interval(expr: Expr, bounds: Bounds | None = None) -> Interval:
     if form is not None:
         return interval_of_sum(form, bounds)
     return _node_interval(expr, bounds)
+
+
+def loop_interval(start: Expr, extent: Expr, bounds: Bounds | None = None) -> Interval:
+    """The values of a loop variable running ``start, ..., start + extent - 1``, over ``bounds``."""
+    bounds = bounds if bounds is not None else {}
+    first = eval_interval(start, bounds)
+    last = eval_interval(Sub(Add(start, extent), IntImm(1, start.dtype)), bounds)
+    return Interval(first.lo, last.hi)
 
 
 def interval_of_sum(form: Linear, bounds: Bounds) -> Interval:

@@ -13,7 +13,8 @@ from math import prod
 from .. import ir
 from ..errors import CodegenError
 from ..ir import expr as E
-from .exprgen import ExprWriter, Names
+from .exprgen import ExprWriter
+from .names import Names
 from .signature import StorageArg
 
 REGISTER_LIMIT = 1024

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 from .. import ir
 from ..errors import CodegenError
-from .exprgen import ExprWriter, Names
+from .exprgen import ExprWriter
+from .names import Names
 
 __all__ = ["Outlined", "outlined_args"]
 

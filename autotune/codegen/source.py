@@ -21,11 +21,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from .. import ir
-from ..analysis import Interval, eval_interval
+from ..analysis import Interval, loop_interval
 from ..errors import CodegenError
 from ..ir import expr as E
 from .declare import Declarations, _const_shape
-from .exprgen import SELECT, ExprWriter, Names, py_ident
+from .exprgen import ExprWriter
+from .names import SELECT, Names, py_ident
 from .outline import Outlined, outlined_args
 from .signature import KernelSource, ParamArg, StorageArg
 from .trees import TREE_PREC, UNROLL_LIMIT, balanced, combine, unrolled_reduction
@@ -176,9 +177,7 @@ class _Generator(Declarations):
 
     def _loop_range(self, s: ir.For) -> Interval:
         """The values of ``s``'s variable: ``[min, min + extent - 1]`` over the enclosing loops."""
-        first = eval_interval(s.min, self.exprs.ranges)
-        last = eval_interval(E.Sub(E.Add(s.min, s.extent), E.IntImm(1, s.min.dtype)), self.exprs.ranges)
-        return Interval(first.lo, last.hi)
+        return loop_interval(s.min, s.extent, self.exprs.ranges)
 
     def _tree_reduction(self, loops: list[ir.For], store: ir.BufferStore, op: str, term: E.Expr, depth: int) -> None:
         """``acc = op(acc, term)`` over fully unrolled ``loops`` as one tree of the terms.

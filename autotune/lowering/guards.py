@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .. import ir
-from ..analysis import Interval, eval_interval
+from ..analysis import Interval, eval_interval, loop_interval
 from ..ir import expr as E
 
 __all__ = ["clamp_guarded_loads"]
@@ -44,9 +44,7 @@ class _Clamp(ir.Transformer):
         self.in_value = 0
 
     def visit_For(self, f: ir.For) -> ir.Stmt:
-        first = eval_interval(f.min, self.ranges)
-        last = eval_interval(E.Sub(E.Add(f.min, f.extent), E.IntImm(1, f.min.dtype)), self.ranges)
-        self.ranges[f.loop_var] = Interval(first.lo, last.hi)
+        self.ranges[f.loop_var] = loop_interval(f.min, f.extent, self.ranges)
         try:
             return self.generic_visit(f)  # type: ignore[no-any-return]
         finally:

@@ -30,9 +30,8 @@ changed, :meth:`~autotune.search.space.SearchSpace.mutate`), enqueued into the
 study so that Optuna learns from them like any other trial. TPE models each knob
 on its own and, in a conditional space, rarely revisits a region it sampled
 early and judged poor; local moves around the best trials find the neighbours
-that it misses (a bottleneck schedule with a one-column expand tile under a
-rolling expand, 0.84x the time of a 320-trial TPE best, was never drawn in those
-320 trials; measured with ``experiments/knob_variants.py``).
+that it misses (a schedule one knob away from a 320-trial TPE best, 0.84x its
+time, was never drawn in those 320 trials; ``results/knob_variants_*.md``).
 
 The search stops when ``search.trials`` trials (measured + infeasible +
 invalid) are logged, or when three rounds in a row find nothing new (a small
