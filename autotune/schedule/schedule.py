@@ -129,6 +129,11 @@ class Schedule:
     def cache_write(self, block: str, buffer_index: int, scope: str = "global") -> Schedule:
         return self.apply("cache_write", block=block, buffer_index=buffer_index, scope=scope)
 
+    def hoist_padding(self, block: str, buffer_index: int) -> Schedule:
+        """``block``'s inline padding of ``block.reads[buffer_index]`` as a padded copy made first
+        (``.last``: the copy's block and buffer name)."""
+        return self.apply("hoist_padding", block=block, buffer_index=buffer_index)
+
     def annotate_buffer_access(
         self, block: str, buffer_index: int, access: str, fn: Callable[..., Sequence[Any]] | Sequence[Any]
     ) -> Schedule:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .. import ir
+from ..analysis.padding import padded_reads
 from ..errors import ConfigError
 from .cascade_stages import (
     _binds,
@@ -60,6 +61,13 @@ class Cascade:
     """Unrollable stages with a spatial loop that a window slides along (:func:`_jam_plan`)."""
     tileable: tuple[tuple[str, int], ...] = ()
     """``(stage, block)``: stages with a register tile (:func:`_tile_plan`) and its channels per tile."""
+    consumers: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """``(stage, readers)``: for each movable stage, the movable stages that read its buffer (it can
+    be computed at the tile loop only where they are: a reader at root runs outside the loop)."""
+    padded: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = ()
+    """``(stage, buffers, producers)``: cascade stages that pad some reads inline
+    (:func:`~autotune.analysis.padding.padded_reads`), the buffers they pad, and the movable
+    stages that write those buffers."""
 
 
 def _store_dim(block: ir.Block, var: ir.Var) -> int | None:
@@ -180,6 +188,19 @@ def _describe(
     buffers = tuple(
         (b.name, buf.name) for b in blocks if (buf := _written(b)) is not None and id(buf) in inter
     )
+    writers = {id(buf): b.name for b in blocks if (buf := _written(b)) is not None}
+    consumers = tuple(
+        (m, tuple(b.name for b in stages if b.name in movable and b.name != m and any(writers.get(id(r.buffer)) == m for r in b.reads)))
+        for m in movable
+    )
+    padded = []
+    for block in stages:
+        if block.name not in (*movable, last.name):
+            continue
+        reads = padded_reads(block)
+        if reads:
+            producers = tuple(writers[id(p.buffer)] for p in reads if writers.get(id(p.buffer)) in movable)
+            padded.append((block.name, tuple(p.buffer.name for p in reads), producers))
     below = [f for f in spatial if loops.index(f) > loops.index(loop)]
     col = below[0] if below and (ir.as_int(below[0].extent) or 1) > 1 else None
     return Cascade(
@@ -214,4 +235,6 @@ def _describe(
             for i, b in enumerate(stages)
             if b.name in (*movable, last.name) and (plan := _tile_plan(func, b, row_dims[i])) is not None
         ),
+        consumers=consumers,
+        padded=tuple(padded),
     )

@@ -65,6 +65,17 @@ from stage to stage; a global pool does not, so ``tiny_cnn`` cascades up to
                     learnt early that unrolling beats the plain loop and seldom drew a tile: of
                     280 bottleneck trials, 238 unrolled expand, 32 drew an expand tile, 6 of those
                     ran and none of the 6 was parallel.)
+    pad_<stage>     inline | copy: for a stage that pads a read inline (a select on the bounds of
+                    the buffer it reads, as the operator library writes a padded convolution or
+                    pool), keep the select in the stage's reduction, or compute a padded copy of
+                    the buffer first (``hoist_padding``) and read it with plain loads. Offered for
+                    every cascade stage with such a read.
+    padat_<stage>   tile | root: where the padded copy is computed: at the tile loop (a window of
+                    the tile's rows and their halo, recomputed per tile) or whole, first.
+                    Conditional: only with pad_<stage> copy, the stage at the tile loop, and every
+                    movable producer of the padded buffer at root; otherwise the copy goes where
+                    it must (with the stage when the stage is at root, at the tile loop when its
+                    producer is)
     vectorize       mark the innermost non-reduction loop of the last stage (the fused one if fused);
                     conditional: only when the last stage has no register tile
 
@@ -109,6 +120,8 @@ def _jam(sch: Schedule, stage: str, row_dim: int, columns: int, rows: int = 1) -
     extent = ir.as_int(sch.get_loop(plan.column).extent) or 1
     factor = max(d for d in divisors(extent) if d <= columns)
     row_loop = _row_loop(sch.func, block, row_dim) if rows > 1 else None
+    if row_loop is not None and any(b.name != stage for b in ir.collect(row_loop.body, ir.Block)):
+        row_loop = None  # the tile loop itself (one row per tile): other stages share it
     row_factor = 1
     if row_loop is not None:
         shared = _shared_rows(block)
@@ -163,6 +176,40 @@ def _register_tile(sch: Schedule, stage: str, row_dim: int, columns: int) -> Sch
     return sch.set_vectorizer("slp", loop=outer)
 
 
+def _locations(c: Cascade, values: Mapping[str, Any]) -> dict[str, str]:
+    """Where each movable stage is computed: ``at_<stage>``, except that a stage whose reader stays
+    at root stays at root too (its ``at_`` knob is inactive then, and holds its default)."""
+    readers = dict(c.consumers)
+    where: dict[str, str] = {}
+    for stage in reversed(c.movable):
+        at_tile = values[f"at_{stage}"] == "tile" and all(where[r] == "tile" for r in readers.get(stage, ()))
+        where[stage] = "tile" if at_tile else "root"
+    return where
+
+
+def _hoist_padding(
+    sch: Schedule, c: Cascade, values: Mapping[str, Any], at: Mapping[str, str]
+) -> tuple[Schedule, dict[str, list[str]]]:
+    """The padded copies that ``pad_<stage>`` asks for, made at root; returns, per stage, the copies
+    that go to the tile loop (``padat_<stage>``, or where the stage and the producers force them)."""
+    at_tile: dict[str, list[str]] = {}
+    for stage, buffers, producers in c.padded:
+        if values.get(f"pad_{stage}", "inline") != "copy":
+            continue
+        if at.get(stage, "tile") == "root":
+            where = "root"
+        elif any(at[p] == "tile" for p in producers):
+            where = "tile"
+        else:
+            where = values[f"padat_{stage}"]
+        for name in buffers:
+            reads = [r.buffer.name for r in _block(sch.func, stage).reads]
+            sch = sch.hoist_padding(stage, reads.index(name))
+            if where == "tile":
+                at_tile.setdefault(stage, []).append(sch.last[0])
+    return sch, at_tile
+
+
 def tile_choices(rows: int, cap: int) -> list[int]:
     """Divisors of ``rows`` and powers of two, both up to ``min(rows, cap)``."""
     top = min(rows, cap)
@@ -174,15 +221,21 @@ class CascadeFamily(Family):
     """Tile a chain over the rows of its last stage (see the module docstring)."""
 
     name = "cascade"
-    patterns = ("at_*", "mode_*", "pool_*", "fuse_*", "unroll_*", "jam_*", "jamrows_*", "regtile_*")
+    patterns = ("at_*", "mode_*", "pool_*", "fuse_*", "unroll_*", "jam_*", "jamrows_*", "regtile_*", "pad_*", "padat_*")
     max_tile = 32
 
     def domains(self, func: ir.Func, pools: Sequence[str], max_tile: int) -> tuple[Domain, ...]:
         c = analyze_cascade(func)
         out = [int_domain("tile_rows", tile_choices(c.rows, max_tile), 1, c.rows)]
-        out += [choice_domain(f"at_{s}", ("tile", "root")) for s in c.movable]
+        readers = dict(c.consumers)
         out += [
-            choice_domain(f"mode_{s}", ("recompute", "rolling") if s in c.rollable else ("recompute",))
+            choice_domain(f"at_{s}", ("tile", "root"), tuple((f"at_{r}", ("tile",)) for r in readers.get(s, ())))
+            for s in c.movable
+        ]
+        out += [
+            choice_domain(
+                f"mode_{s}", ("recompute", "rolling") if s in c.rollable else ("recompute",), ((f"at_{s}", ("tile",)),)
+            )
             for s in c.movable
         ]
         if pools:
@@ -206,6 +259,14 @@ class CascadeFamily(Family):
                 )
                 for s in c.jammable
             ]
+        for stage, _, producers in c.padded:
+            out.append(choice_domain(f"pad_{stage}", ("inline", "copy")))
+            where = (
+                (f"pad_{stage}", ("copy",)),
+                *(((f"at_{stage}", ("tile",)),) if stage in c.movable else ()),
+                *((f"at_{p}", ("root",)) for p in producers),
+            )
+            out.append(choice_domain(f"padat_{stage}", ("tile", "root"), where))
         out.append(choice_domain("parallel", ("none", "outer") if c.rows > 1 else ("none",)))
         if c.rows > 1:
             out.append(choice_domain("copy_pad", COPY_PADS, (("parallel", ("outer",)),)))
@@ -230,9 +291,15 @@ class CascadeFamily(Family):
             col_outer, col_inner = sch.last
             # the strip loop goes between the halves (prange) and the tile loop
             sch = sch.reorder(*outer[:-1], col_outer, outer[-1], inner, col_inner)
-        tiled = [s for s in c.movable if values[f"at_{s}"] == "tile"]
+        at = _locations(c, values)
+        sch, copies = _hoist_padding(sch, c, values, at)
+        tiled = [s for s in c.movable if at[s] == "tile"]
+        for pad in copies.get(c.last, ()):
+            sch = sch.compute_at(pad, outer[-1])
         for stage in reversed(tiled):
             sch = sch.compute_at(stage, outer[-1])
+            for pad in copies.get(stage, ()):
+                sch = sch.compute_at(pad, outer[-1])
         for stage in tiled:
             if values[f"mode_{stage}"] == "rolling":
                 sch = sch.rolling_buffer(stage, 0)
@@ -260,7 +327,8 @@ class CascadeFamily(Family):
                 sch = _register_tile(sch, stage, dict(c.row_dims)[stage], values[f"regtile_{stage}"])
         if len(outer) == 2:
             sch = sch.parallel(outer[0], copy_pad=values.get("copy_pad") or None)
-        if values["vectorize"] and c.last not in registers:
+        # a jam that split the last stage's innermost loop left unrolled copies there: nothing to vectorise
+        if values["vectorize"] and c.last not in registers and vector_loop in sch.get_loops(c.last):
             sch = sch.vectorize(vector_loop)
         for block, buffer in c.buffers:
             if f"pool_{block}" in values:

@@ -199,3 +199,40 @@ def test_a_users_3x3_register_tiles_equal_numpy() -> None:
     outputs = empty_outputs(lowered.func)
     build(lowered.func, lowered.plan)(*inputs, *outputs)
     np.testing.assert_allclose(outputs[0], wl.reference(*inputs)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_a_users_padded_convolutions_get_pad_knobs() -> None:
+    wl = _resnet_body()
+    c = analyze_cascade(wl.func)
+    # conv1 pads the input (no producer in the chain), conv2 pads relu(conv1), which conv1 writes
+    assert c.padded == (("conv1", ("data",), ()), ("conv2", ("conv1",), ("conv1",)))
+    knobs = {k.name: k for k in load_space(SPACES_DIR / "cascade.yaml", wl, POOLS).knobs}
+    assert knobs["pad_conv2"] == Knob("pad_conv2", ("inline", "copy"))
+    # the copy's place is a choice only while conv1 stays at root: with conv1 at the tile loop, so is the copy
+    assert knobs["padat_conv2"].requires == (("pad_conv2", ("copy",)), ("at_conv1", ("root",)))
+    assert knobs["padat_conv1"].requires == (("pad_conv1", ("copy",)), ("at_conv1", ("tile",)))
+
+
+@pytest.mark.slow
+def test_register_tiles_over_padded_copies_at_the_tile_loop_equal_numpy() -> None:
+    """Both convolutions read padded copies computed per 2-row tile (the input's and relu(conv1)'s):
+    the tiles' reductions hold no select, and the result equals numpy."""
+    wl = _resnet_body()
+    space = load_space(SPACES_DIR / "cascade.yaml", wl, POOLS)
+    values = space.default() | {
+        "tile_rows": 2, "at_conv1": "tile", "regtile_conv1": 2, "regtile_conv2": 2,
+        "pad_conv1": "copy", "padat_conv1": "tile", "pad_conv2": "copy",
+    }  # fmt: skip
+    sch = space.apply(wl.func, values)
+    assert [s.op for s in sch.trace].count("hoist_padding") == 2
+    lowered = lower(sch.func, pools=POOLS)
+    for loop in ir.collect(lowered.func.body, ir.For):
+        if loop.loop_var.name.startswith("rh"):
+            assert not ir.collect(loop, ir.Select), loop.loop_var.name
+    pads = {d.buffer.name: d.buffer.const_shape() for d in ir.collect(lowered.func.body, ir.DeclBuffer)}
+    # a 2-row tile of conv2 needs 4 rows of relu(conv1), which need 6 rows of the input, each 8 wide
+    assert pads["conv1_pad"] == (4 * 8 * 8,) and pads["data_pad"] == (6 * 8 * 8,)
+    inputs = wl.make_inputs(0)
+    outputs = empty_outputs(lowered.func)
+    build(lowered.func, lowered.plan)(*inputs, *outputs)
+    np.testing.assert_allclose(outputs[0], reference_outputs(wl, inputs)[0], rtol=1e-4, atol=1e-4)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ... import ir
-from . import buffers, cache, compute_at, layout, loops, memory, reduction
+from . import buffers, cache, compute_at, layout, loops, memory, padding, reduction
 
 Primitive = Callable[..., tuple[ir.Func, tuple[str, ...]]]
 
@@ -27,6 +27,7 @@ PRIMITIVES: dict[str, Primitive] = {
     "decompose_reduction": reduction.decompose_reduction,
     "cache_read": cache.cache_read,
     "cache_write": cache.cache_write,
+    "hoist_padding": padding.hoist_padding,
     "annotate_buffer_access": buffers.annotate_buffer_access,
     "rolling_buffer": buffers.rolling_buffer,
     "double_buffer": buffers.double_buffer,
