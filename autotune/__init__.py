@@ -18,6 +18,9 @@ _LAZY = {
     "Schedule": ("autotune.schedule", "Schedule"),
     "lower": ("autotune.lowering", "lower"),
     "load_results": ("autotune.report", "load_results"),
+    "tune": ("autotune.api", "tune"),
+    "load_best": ("autotune.api", "load_best"),
+    "Tuned": ("autotune.api", "Tuned"),
 }
 
 
@@ -29,4 +32,7 @@ def __getattr__(name: str) -> Any:
     return mod if attr is None else getattr(mod, attr)
 
 
-__all__ = ["AutotuneError", "Schedule", "errors", "ir", "load_results", "lower", "te", "workloads"]
+__all__ = [
+    "AutotuneError", "Schedule", "Tuned", "errors", "ir", "load_best", "load_results", "lower", "te", "tune",
+    "workloads",
+]  # fmt: skip

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import shutil
 import signal
 import sys
 import threading
@@ -36,6 +35,7 @@ from types import FrameType
 from typing import Any
 
 from . import ir, report, workloads
+from .api import holds_trials, undo_on_failure
 from .codegen import generate_source
 from .config import WorkloadConfig, load_config, load_workload
 from .errors import AutotuneError, ConfigError, PoolOverflowError
@@ -346,42 +346,6 @@ def cmd_check(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- run, report
 
 
-def _new_directory(path: Path) -> Path | None:
-    """The outermost directory of ``path`` that does not exist yet (``path`` itself, or a parent),
-    None if ``path`` exists."""
-    created = None
-    for candidate in (path, *path.parents):
-        if candidate.exists():
-            break
-        created = candidate
-    return created
-
-
-def _remove_new(output: Path, created: Path | None, existing: set[str]) -> None:
-    """Undo what a run that logged no trial wrote: the directory it created, or else the entries
-    of ``output`` that were not among ``existing``."""
-    if created is not None:
-        shutil.rmtree(created, ignore_errors=True)
-        return
-    if not output.is_dir():
-        return
-    for entry in output.iterdir():
-        if entry.name not in existing:
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry, ignore_errors=True)
-            else:
-                entry.unlink(missing_ok=True)
-
-
-def _holds_trials(output: Path) -> bool:
-    """Whether ``output`` has a trial log with at least one record (an unreadable log counts)."""
-    log = output / LOG_NAME
-    try:
-        return log.exists() and bool(TrialLog.load(log))
-    except (AutotuneError, OSError):
-        return True
-
-
 class _StopOnInterrupt:
     """While active, the first Ctrl-C (SIGINT) asks the tuner to stop before its next round, once
     the trials in flight are logged; a second one raises KeyboardInterrupt at once. Calling the
@@ -440,27 +404,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     }  # fmt: skip
     cfg = load_config(args.config, overrides)
     output = Path(cfg.output)
-    if args.resume and _holds_trials(output):
+    if args.resume and holds_trials(output):
         sessions = load_sessions(output)
         check_resume(sessions, cfg)  # a changed config: refused, naming the fields, before anything starts
         done = finished_message(sessions, cfg, len(TrialLog.load(output / LOG_NAME)))
         if done is not None:
             print(f"{done}\n{report.summary(report.load_results(output))}")
             return EXIT_OK
-    created = _new_directory(output)
-    existing = {p.name for p in output.iterdir()} if output.is_dir() else set()
     try:
-        with _StopOnInterrupt() as stop:
+        with _StopOnInterrupt() as stop, undo_on_failure(output):
             tune(
                 cfg, resume=args.resume, progress=not args.no_progress, report=report.write_report, stop=stop
             )
-    except BaseException as exc:
-        kept = _holds_trials(output)
-        if not kept:
-            _remove_new(output, created, existing)
-        if not isinstance(exc, KeyboardInterrupt):
-            raise
-        if not kept:
+    except KeyboardInterrupt:
+        if not holds_trials(output):
             print("autotune: interrupted before the first trial; nothing was kept", file=sys.stderr)
         else:
             logged = len(TrialLog.load(output / LOG_NAME))

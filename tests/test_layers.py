@@ -30,13 +30,14 @@ LAYERS: tuple[str, ...] = (
     "config",
     "search",
     "report",
+    "api",
     "cli",
 )
 RANK = {name: i for i, name in enumerate(LAYERS)}
 # Modules that are not a layer of their own: `python -m autotune` is the CLI.
 ALIASES = {"__main__": "cli"}
 # Layers that are single modules directly in the package (the others are subpackages).
-MODULE_LAYERS = frozenset({"errors", "files", "config", "cli"})
+MODULE_LAYERS = frozenset({"errors", "files", "config", "api", "cli"})
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PACKAGE_DIR = REPO_ROOT / "autotune"

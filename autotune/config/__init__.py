@@ -34,6 +34,7 @@ from .run import (
     RunConfig,
     SearchConfig,
     WorkloadConfig,
+    config_from_data,
     load_config,
     load_workload,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "Section",
     "WorkloadConfig",
     "YamlDoc",
+    "config_from_data",
     "describe_value",
     "dotted",
     "load_config",

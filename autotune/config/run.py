@@ -132,10 +132,27 @@ def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) ->
         raise ConfigError(
             f"{doc.file}: the file is empty; expected a mapping with the fields {', '.join(TOP_FIELDS)}"
         )
-    base = Path(path).resolve().parent
+    cfg = _build(doc, Path(path).resolve().parent, Path(path).stem, Path(path).resolve())
+    return _apply_overrides(cfg, overrides or {})
+
+
+def config_from_data(
+    data: Mapping[str, Any], overrides: Mapping[str, Any] | None = None, base: str | Path | None = None
+) -> RunConfig:
+    """The config that a YAML file holding ``data`` would give, its paths relative to ``base``
+    (default: the current directory); errors name ``<config dict>`` and the field."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"<config dict>: expected a mapping with the fields {', '.join(TOP_FIELDS)}")
+    root = Path.cwd() if base is None else Path(base).resolve()
+    doc = YamlDoc("<config dict>", dict(data), {})
+    cfg = _build(doc, root, "config", root / "<config dict>")
+    return _apply_overrides(cfg, overrides or {})
+
+
+def _build(doc: YamlDoc, base: Path, stem: str, source: Path) -> RunConfig:
     top = Section(doc, (), doc.data, TOP_FIELDS, required=("workload", "memory", "search"))
-    name = top.text("name", Path(path).stem)
-    cfg = RunConfig(
+    name = top.text("name", stem)
+    return RunConfig(
         name=name,
         workload=_workload(doc, top.get("workload"), base),
         memory=_memory(doc, top.get("memory")),
@@ -143,9 +160,8 @@ def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) ->
         measure=_measure(doc, top.get("measure")),
         ray=_ray(doc, top.get("ray")),
         output=_path(base, top.text("output", f"results/{name}")),
-        source=Path(path).resolve(),
+        source=source,
     )
-    return _apply_overrides(cfg, overrides or {})
 
 
 def _path(base: Path, text: str) -> Path:

@@ -41,10 +41,15 @@ behind it may time out too. The lock is a ``flock``: a killed worker releases it
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
+import signal
+import sys
+import threading
 import time
 import traceback
+import types
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -175,7 +180,12 @@ def _all(tasks: Sequence[MeasureTask], rounds: int, result: MeasureResult) -> li
 
 
 def _child_main(conn: Connection, job: str, args: tuple[Any, ...]) -> None:
-    """Entry point of a local worker process: run the job, send back its value or traceback."""
+    """Entry point of a local worker process: run the job, send back its value or traceback.
+
+    The worker ignores SIGINT: a Ctrl-C in the terminal reaches the whole process group, and the
+    driver decides what it means (finish the round, or stop and kill the workers). It is ignored
+    from the start when the driver started it from its main thread (:func:`_quiet_start`)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         fn: Callable[..., Any] = run_task if job == "run" else remeasure_tasks
         conn.send(("value", fn(*args)))
@@ -183,6 +193,29 @@ def _child_main(conn: Connection, job: str, args: tuple[Any, ...]) -> None:
         conn.send(("raised", traceback.format_exc()))
     finally:
         conn.close()
+
+
+@contextlib.contextmanager
+def _quiet_start() -> Iterator[None]:
+    """While a local worker is started: ``__main__`` hidden, so that ``spawn`` does not run the
+    calling script again in the child (a script without an ``if __name__ == "__main__":`` guard
+    would tune again there; the child needs nothing from it, its target lives in this module);
+    and, in the main thread, SIGINT ignored, so that the child starts with it ignored (a Ctrl-C
+    while it imports would kill it) while the driver's own SIGINT is held pending, blocked, and
+    delivered to its handler once this ends."""
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    in_main = threading.current_thread() is threading.main_thread()
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    handler = signal.signal(signal.SIGINT, signal.SIG_IGN) if in_main else None
+    try:
+        yield
+    finally:
+        if in_main:
+            signal.signal(signal.SIGINT, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        if main is not None:
+            sys.modules["__main__"] = main
 
 
 @dataclass
@@ -233,7 +266,8 @@ class LocalExecutor(Executor):
         proc = self._ctx.Process(
             target=_child_main, args=(sender, job, args), daemon=True, name="autotune-worker"
         )
-        proc.start()
+        with _quiet_start():
+            proc.start()
         sender.close()
         return _Child(index, task, proc, receiver, time.monotonic() + limit)
 

@@ -215,7 +215,9 @@ class _Search:
         parents = [dict(r.knobs) for r in top_trials(self.log.records, MUTATION_PARENTS)] if n > 0 else []
         rng = np.random.default_rng([self.cfg.search.seed, self.round, 1])
         return [
-            self.space.active_values(self.space.mutate(parents[i % len(parents)], rng, changes=1 + int(rng.integers(2))))
+            self.space.active_values(
+                self.space.mutate(parents[i % len(parents)], rng, changes=1 + int(rng.integers(2)))
+            )
             for i in range(n if parents else 0)
         ]
 
@@ -224,7 +226,9 @@ class _Search:
         trial = self.study.ask()
         chosen = dict(self.space.fixed)
         for k in self.space.search_order():  # an inactive knob is not sampled: it keeps its default
-            chosen[k.name] = trial.suggest_categorical(k.name, k.choices) if k.active(chosen) else k.choices[0]
+            chosen[k.name] = (
+                trial.suggest_categorical(k.name, k.choices) if k.active(chosen) else k.choices[0]
+            )
         knobs = tuple((k.name, chosen[k.name]) for k in self.space.knobs)
         if knobs in self.invalid:  # these knobs gave no schedule before
             cand.tell(self.study, trial, self.invalid[knobs])
@@ -342,13 +346,13 @@ def tune(
     ``ok``; ConfigError if ``peak_limit`` is below every schedule of the space.
     """
     output = Path(cfg.output)
-    log_path = _check_output(output, resume)
     wl = load_workload(cfg.workload)
     space = load_space(cfg.search.space, wl, cfg.memory.pools)
     mem = cfg.memory
     if mem.peak_limit is not None:
         cand.check_peak_limit(space, wl, mem.pools, mem.planner, cfg.search.seed, mem.peak_limit)
     warm = [] if cfg.search.warm_start is None else warm_start(cfg.search.warm_start, space)
+    log_path = _check_output(output, resume)  # the output directory is made only once the checks pass
     model = make_cost_model(cfg.search.cost_model, cfg.search.seed)
     owned = isinstance(executor, str)
     if isinstance(executor, str):

@@ -141,7 +141,9 @@ def test_crash_and_hang_become_results_and_the_run_goes_on(executor: Executor) -
     # the hang is given up at its limit from submission (its timeout once per worker timing in turn,
     # plus the allowance), whatever else the run does meanwhile
     limit = task_limit(tasks[1], 2, ALLOWANCE)
-    assert results[1].error.startswith(f"no result after {limit:g} s (timeout {HANG_TIMEOUT:g} s x 2 workers"), results[1].error
+    assert results[1].error.startswith(
+        f"no result after {limit:g} s (timeout {HANG_TIMEOUT:g} s x 2 workers"
+    ), results[1].error
 
 
 def test_remeasure_alternates_on_one_worker(executor: Executor) -> None:
@@ -175,3 +177,26 @@ def test_ray_executor_leaves_a_session_it_did_not_start(executor: Executor) -> N
     assert [r.status for _, r, _ in second.run([file_task("double")])] == ["ok"]
     second.close()
     assert ray.is_initialized()
+
+
+# ---------------------------------------------------------------- local workers and Ctrl-C
+
+
+@pytest.mark.timeout(120)
+def test_local_workers_ignore_sigint() -> None:
+    """A Ctrl-C reaches the whole process group: the local worker goes on (the driver decides),
+    whether it arrives while the worker starts up or while it measures."""
+    import os
+    import signal
+    import time
+
+    from autotune.search.executors import LocalExecutor
+
+    executor = LocalExecutor(workers=1)
+    child = executor._start(0, None, "run", (pool_task(4),), 60.0)
+    os.kill(child.proc.pid, signal.SIGINT)  # during start-up: blocked, then ignored
+    time.sleep(0.3)
+    os.kill(child.proc.pid, signal.SIGINT)
+    assert child.conn.poll(60.0)
+    kind, result = child.collect()
+    assert kind == "value" and result.status == "ok", result
