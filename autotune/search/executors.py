@@ -45,6 +45,7 @@ import contextlib
 import logging
 import multiprocessing
 import signal
+import socket
 import sys
 import threading
 import time
@@ -71,6 +72,7 @@ __all__ = [
     "Executor",
     "LocalExecutor",
     "RayExecutor",
+    "check_reachable",
     "make_executor",
     "register_executor",
     "task_limit",
@@ -318,6 +320,38 @@ class LocalExecutor(Executor):
 # --------------------------------------------------------------------------- ray
 
 
+CONNECT_TIMEOUT_S = 10.0
+"""Seconds to wait for a TCP connection to a Ray cluster's address before giving up on it (Ray's own
+``ray.init`` retries an unreachable address for minutes)."""
+DEFAULT_PORTS = {"": 6379, "ray://": 10001}
+"""The port of an address given without one: the GCS of ``ray start --head``, or its Ray Client server."""
+
+
+def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """Raise ConfigError naming ``address`` unless a TCP connection to it opens within ``timeout``
+    seconds. ``"auto"`` (the cluster ``ray start`` recorded on this machine) is left to Ray."""
+    if address == "auto":
+        return
+    scheme = "ray://" if address.startswith("ray://") else ""
+    rest = address[len(scheme) :].rstrip("/")
+    host, sep, port_text = rest.rpartition(":")
+    if not sep or "]" in port_text:  # no port: "host", or "[::1]"
+        host, port_text = rest, str(DEFAULT_PORTS[scheme])
+    host = host.strip("[]")
+    if not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ConfigError(f"ray address {address!r}: expected auto, HOST:PORT or ray://HOST:PORT")
+    try:
+        with socket.create_connection((host, int(port_text)), timeout=timeout):
+            pass
+    except OSError as exc:
+        reason = "timed out" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
+        raise ConfigError(
+            f"ray address {address!r}: cannot connect to {host}:{port_text} within {timeout:g} s ({reason}); "
+            "is a Ray cluster running there (`ray start --head` on that machine)? "
+            "Leave the address out to start a local Ray"
+        ) from None
+
+
 def _ray_run_task(task: MeasureTask) -> tuple[MeasureResult, str]:
     """Body of the Ray task: the result and the id of the node it ran on."""
     import ray
@@ -360,13 +394,20 @@ class RayExecutor(Executor):
         self._ray = ray
         self._started = False
         if not ray.is_initialized():
+            if address is not None:
+                check_reachable(address)
             where: dict[str, Any] = (
                 # "local": always a new Ray, never the cluster that `ray start` recorded in /tmp/ray
                 {"address": "local", "num_cpus": workers, "include_dashboard": False}
                 if address is None
                 else {"address": address, "runtime_env": {"py_modules": [str(PACKAGE_DIR)]}}
             )
-            ray.init(**where, log_to_driver=False, logging_level=logging.WARNING)
+            try:
+                ray.init(**where, log_to_driver=False, logging_level=logging.WARNING)
+            except (ConnectionError, TimeoutError) as exc:
+                raise ConfigError(
+                    f"ray address {address!r}: cannot connect to the Ray cluster: {exc}"
+                ) from None
             self._started = True
         options: dict[str, Any] = {"num_cpus": 1, "max_calls": 50, "max_retries": 0}
         self._run_remote = ray.remote(**options)(_ray_run_task)

@@ -352,15 +352,15 @@ def tune(
     if mem.peak_limit is not None:
         cand.check_peak_limit(space, wl, mem.pools, mem.planner, cfg.search.seed, mem.peak_limit)
     warm = [] if cfg.search.warm_start is None else warm_start(cfg.search.warm_start, space)
-    log_path = _check_output(output, resume)  # the output directory is made only once the checks pass
     model = make_cost_model(cfg.search.cost_model, cfg.search.seed)
     owned = isinstance(executor, str)
     if isinstance(executor, str):
         kwargs: dict[str, Any] = {"workers": cfg.ray.workers}
         if executor == "ray":
             kwargs["address"] = cfg.ray.address
-        executor = make_executor(executor, **kwargs)
+        executor = make_executor(executor, **kwargs)  # an unreachable cluster: refused here
     try:
+        log_path = _check_output(output, resume)  # the output directory is made once the checks pass
         with TrialLog(log_path) as log:
             start_session(log, cfg)  # machine, versions, config fingerprint; refuses a changed config
             search = _Search(cfg, wl, space, log, model, executor, progress, warm)
