@@ -37,7 +37,7 @@ from typing import Any
 from . import ir, report, workloads
 from .api import holds_trials, undo_on_failure
 from .codegen import generate_source
-from .config import WorkloadConfig, load_config, load_workload
+from .config import WorkloadConfig, load_config, load_onnx_workload, load_workload
 from .errors import AutotuneError, ConfigError, PoolOverflowError
 from .lowering import DEFAULT_POOLS, Lowered, lower
 from .measure import MeasureResult, measure
@@ -84,10 +84,17 @@ def is_workload_file(text: str) -> bool:
     return ":" in text or text.endswith(".py") or "/" in text
 
 
-def load_workload_arg(text: str, params: dict[str, int | float]) -> workloads.Workload:
-    """The workload a WORKLOAD argument names: a built-in chain, or ``file.py:function`` (relative
-    to the current directory) whose function returns a Workload or a Chain; a chain's reference is
-    checked against its outputs' shapes and dtypes."""
+def load_workload_arg(
+    text: str, params: dict[str, int | float], cut: tuple[str | None, str | None] = (None, None)
+) -> workloads.Workload:
+    """The workload a WORKLOAD argument names: a built-in chain, ``file.py:function`` (relative
+    to the current directory) whose function returns a Workload or a Chain (a chain's reference is
+    checked against its outputs' shapes and dtypes), or ``model.onnx`` cut from ``cut[0]`` to ``cut[1]``
+    (``--from``/``--to``, see :func:`autotune.config.load_onnx_workload`)."""
+    if text.endswith(".onnx"):
+        return load_onnx_workload(text, cut[0], cut[1], params)
+    if any(cut):
+        raise ConfigError(f"workload {text!r}: --from and --to cut an ONNX model (MODEL.onnx)")
     if not is_workload_file(text):
         return workloads.get(text, **params)
     file, sep, function = text.rpartition(":")
@@ -186,7 +193,7 @@ def cmd_workloads(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """Print the IR, the lowered IR or the kernel source of one workload."""
-    wl = load_workload_arg(args.workload, parse_params(args.param))
+    wl = load_workload_arg(args.workload, parse_params(args.param), (args.start, args.end))
     func = _func(args, wl)
     if args.lowered or args.source:
         lowered = _lower(args, func)
@@ -271,7 +278,7 @@ def _print_check(wl: workloads.Workload, lowered: Lowered, result: MeasureResult
 
 
 def _check_one(args: argparse.Namespace) -> int:
-    wl = load_workload_arg(args.workload, parse_params(args.param))
+    wl = load_workload_arg(args.workload, parse_params(args.param), (args.start, args.end))
     lowered = _lower(args, _func(args, wl))
     result = check_lowered(wl, lowered, args.seed, args.warmup, args.repeats)
     _print_check(wl, lowered, result, show_plan=args.pools is not None)
@@ -480,7 +487,14 @@ def _add_workload_args(p: argparse.ArgumentParser, optional: bool = False) -> No
         "workload",
         nargs="?" if optional else None,
         metavar="WORKLOAD",
-        help="a name from `autotune workloads`, or FILE.py:FUNCTION returning a Chain or a Workload",
+        help="a name from `autotune workloads`, FILE.py:FUNCTION returning a Chain or a Workload, "
+        "or MODEL.onnx (with --from/--to)",
+    )
+    p.add_argument(
+        "--from", dest="start", metavar="TENSOR", help="MODEL.onnx: the cut's input tensor or first node"
+    )
+    p.add_argument(
+        "--to", dest="end", metavar="TENSOR", help="MODEL.onnx: the cut's output tensor or last node"
     )
     p.add_argument(
         "--param",

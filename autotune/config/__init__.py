@@ -36,6 +36,7 @@ from .run import (
     WorkloadConfig,
     config_from_data,
     load_config,
+    load_onnx_workload,
     load_workload,
 )
 from .yamldoc import FieldPath, Section, YamlDoc, describe_value, dotted, parse_duration, read_yaml, suggest
@@ -59,6 +60,7 @@ __all__ = [
     "describe_value",
     "dotted",
     "load_config",
+    "load_onnx_workload",
     "load_workload",
     "parse_duration",
     "read_yaml",

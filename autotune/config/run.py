@@ -16,6 +16,9 @@ from ..measure.task import load_workload_file
 from ..memory import PLANNERS, Pool
 from ..workloads import Workload, describe, names
 from ..workloads import get as get_workload
+from ..workloads.onnx_import import OnnxImportError
+from ..workloads.onnx_import import build as build_onnx
+from ..workloads.onnx_import import workload_spec as onnx_workload_spec
 from .yamldoc import Section, YamlDoc, describe_value, read_yaml, suggest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -25,11 +28,17 @@ COST_MODELS = ("xgboost", "none")
 OVERRIDES = ("trials", "workers", "ray_address", "output", "resume", "seed")
 MAX_SEED = 2**32 - 1
 TOP_FIELDS = ("name", "workload", "memory", "search", "measure", "ray", "output")
+ONNX_FIELDS = ("onnx", "from", "to", "batch")
 
 
 @dataclass(frozen=True)
 class WorkloadConfig:
-    """A registry workload (``name``) or ``"/abs/path/file.py:function"`` (``path``), and its arguments."""
+    """A registry workload (``name``) or ``"/abs/path/file.py:function"`` (``path``), and its arguments.
+
+    A config's ``{onnx: model.onnx, from: A, to: B, batch: 1}`` is the path workload that
+    :func:`autotune.workloads.onnx_import.workload_spec` names (the model, cut, batch, layout and
+    the file's sha256 are its arguments).
+    """
 
     name: str | None
     path: str | None
@@ -177,11 +186,18 @@ def _is_file(path: Path) -> bool:
 
 def _workload(doc: YamlDoc, raw: Any, base: Path) -> WorkloadConfig:
     where = ("workload",)
-    sec = Section(doc, where, raw, ("name", "path", "args"))
+    sec = Section(doc, where, raw, ("name", "path", "args", *ONNX_FIELDS))
+    if "onnx" in raw:
+        if "name" in raw or "path" in raw:
+            raise doc.error(where, "expected 'onnx' (a model file) without 'name' or 'path'")
+        return _onnx_workload(doc, sec, base)
     if ("name" in raw) == ("path" in raw):
         raise doc.error(
             where, "expected exactly one of 'name' (a built-in workload) or 'path' ('file.py:function')"
         )
+    for key in ONNX_FIELDS[1:]:
+        if key in raw:
+            raise doc.error((*where, key), "only a workload with 'onnx' takes this field")
     args_raw = sec.get("args") or {}
     if not isinstance(args_raw, dict):
         raise sec.error("args", "expected a mapping of parameter names to values", args_raw)
@@ -213,6 +229,27 @@ def _workload(doc: YamlDoc, raw: Any, base: Path) -> WorkloadConfig:
     if not _is_file(resolved):
         raise doc.error((*where, "path"), f"workload file {str(resolved)!r} does not exist (from {spec!r})")
     return WorkloadConfig(None, f"{resolved}:{function}", args)
+
+
+def _onnx_workload(doc: YamlDoc, sec: Section, base: Path) -> WorkloadConfig:
+    """``{onnx: model.onnx, from: A, to: B, batch: 1}``: the model relative to the config file, cut
+    and converted now, so that a model the chain cannot be made from stops the run before anything
+    is written (the error names the field)."""
+    if "args" in sec.value:
+        raise sec.error("args", "an onnx workload takes from, to and batch, not args", sec.get("args"))
+    text = sec.text("onnx")
+    model = _path(base, text)
+    if not _is_file(model):
+        raise doc.error(("workload", "onnx"), f"model file {str(model)!r} does not exist (from {text!r})")
+    start = sec.text("from", None, optional=True)
+    end = sec.text("to", None, optional=True)
+    batch = None if sec.get("batch") is None else sec.integer("batch")
+    try:
+        spec, args = onnx_workload_spec(model, start, end, batch)
+        build_onnx(model, start, end, batch)
+    except OnnxImportError as err:
+        raise doc.error(("workload", err.field), str(err)) from None
+    return WorkloadConfig(None, spec, args)
 
 
 def _memory(doc: YamlDoc, raw: Any) -> MemoryConfig:
@@ -344,3 +381,24 @@ def load_workload(cfg: WorkloadConfig) -> Workload:
     if cfg.path is None:
         raise ConfigError("workload: expected exactly one of 'name' or 'path'")
     return load_workload_file(cfg.path, args, check=True)
+
+
+_FLAGS = {"onnx": "", "from": "--from: ", "to": "--to: ", "batch": "--param batch: "}
+
+
+def load_onnx_workload(
+    path: str | Path, start: str | None, end: str | None, params: Mapping[str, Any]
+) -> Workload:
+    """The workload of ``autotune check|show MODEL.onnx --from A --to B [--param batch=N]`` (the file
+    relative to the current directory). Raises ConfigError naming the file and the option."""
+    where = f"workload {path}"
+    for key, value in params.items():
+        if key != "batch":
+            raise ConfigError(f"{where}: --param {key}: an ONNX model takes only batch")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{where}: --param batch: expected a positive integer, got {value!r}")
+    batch = params.get("batch")
+    try:
+        return build_onnx(path, start, end, None if batch is None else int(batch))
+    except OnnxImportError as err:
+        raise ConfigError(f"{where}: {_FLAGS.get(err.field, '')}{err}") from None

@@ -8,7 +8,7 @@ checked against a plain loop implementation in the tests.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -146,3 +146,72 @@ def relu6(x: np.ndarray) -> np.ndarray:
 def add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a + b (same shape)."""
     return (a + b).astype(np.float32)
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    """1 / (1 + exp(-x)) in float32."""
+    one = np.float32(1)
+    return (one / (one + np.exp(-x.astype(np.float32)))).astype(np.float32)
+
+
+def hardswish(x: np.ndarray) -> np.ndarray:
+    """x * clip(x / 6 + 0.5, 0, 1) in float32."""
+    gate = np.clip(x * np.float32(1.0 / 6.0) + np.float32(0.5), np.float32(0), np.float32(1))
+    return (x * gate).astype(np.float32)
+
+
+def mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a * b with numpy broadcasting."""
+    return (a * b).astype(np.float32)
+
+
+def _source_positions(in_dim: int, out_dim: int, coordinates: str) -> np.ndarray:
+    """ONNX Resize's source position of every output index, in float32."""
+    out = np.arange(out_dim, dtype=np.float32)
+    scale = np.float32(in_dim / out_dim)
+    if coordinates == "half_pixel":
+        return (out + np.float32(0.5)) * scale - np.float32(0.5)
+    if coordinates == "asymmetric":
+        return out * scale
+    if coordinates != "align_corners":
+        raise ValueError(f"resize2d_nhwc: unknown coordinates {coordinates!r}")
+    return out * np.float32((in_dim - 1) / (out_dim - 1) if out_dim > 1 else 0.0)
+
+
+_ROUND: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "round_prefer_ceil": lambda p: np.floor(p + np.float32(0.5)),
+    "round_prefer_floor": lambda p: np.ceil(p - np.float32(0.5)),
+}
+
+
+def resize2d_nhwc(
+    data: np.ndarray,
+    out_hw: IntPair,
+    method: str = "nearest",
+    coordinates: str = "half_pixel",
+    rounding: str = "round_prefer_floor",
+) -> np.ndarray:
+    """data[N,H,W,C] -> out[N,OH,OW,C], nearest (``rounding``) or bilinear, at ONNX's source positions."""
+    oh, ow = pair(out_hw)
+    h, w = data.shape[1:3]
+    pos_y, pos_x = _source_positions(h, oh, coordinates), _source_positions(w, ow, coordinates)
+    if method == "nearest":
+        iy = np.clip(_ROUND[rounding](pos_y).astype(np.int64), 0, h - 1)
+        ix = np.clip(_ROUND[rounding](pos_x).astype(np.int64), 0, w - 1)
+        return np.ascontiguousarray(data[:, iy][:, :, ix])
+    if method != "bilinear":
+        raise ValueError(f"resize2d_nhwc: unknown method {method!r}")
+
+    def neighbours(pos: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        lo = np.floor(pos)
+        frac = (pos - lo).astype(np.float32)
+        lo_i = lo.astype(np.int64)
+        return np.clip(lo_i, 0, size - 1), np.clip(lo_i + 1, 0, size - 1), frac
+
+    y0, y1, fy = neighbours(pos_y, h)
+    x0, x1, fx = neighbours(pos_x, w)
+    rows = data[:, y0] * (1 - fy)[:, None, None] + data[:, y1] * fy[:, None, None]
+    out = rows[:, :, x0] * (1 - fx)[:, None] + rows[:, :, x1] * fx[:, None]
+    return out.astype(np.float32)

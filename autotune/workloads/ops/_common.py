@@ -101,22 +101,50 @@ def apply(act: Activation | None, value: ir.Expr) -> ir.Expr:
     return value if act is None else act(value)
 
 
+def read(
+    data: te.Tensor, index: tuple[ir.Expr, ...], bias: te.Tensor | None, act: Activation | None
+) -> ir.Expr:
+    """``act(data[index] + bias[index[-1]])``: a producer's per-channel bias (its channel the last
+    axis) and activation applied where the consumer reads it; no term for a missing part."""
+    value = data[index]
+    if bias is not None:
+        value = value + bias[index[-1]]
+    return apply(act, value)
+
+
+def check_bias(op: str, data: te.Tensor, bias: te.Tensor | None) -> None:
+    """A ``data_bias`` must have one value per channel of ``data`` (its last axis)."""
+    if bias is not None and bias.shape != (data.shape[-1],):
+        raise ValueError(f"{op}: data_bias {bias.name} must have shape ({data.shape[-1]},), got {bias.shape}")
+
+
 class Window:
     """A ``kh x kw`` window moved over two spatial axes: output size, reduce axes, input indices."""
 
     def __init__(
-        self, op: str, size: tuple[int, int], kernel: IntPair, stride: IntPair, padding: IntPair
+        self,
+        op: str,
+        size: tuple[int, int],
+        kernel: IntPair,
+        stride: IntPair,
+        padding: IntPair,
+        dilation: IntPair = 1,
     ) -> None:
         self.op = op
         self.size = size
         self.kernel = pair(kernel, f"{op}: kernel")
         self.stride = pair(stride, f"{op}: stride")
         self.pad = pair(padding, f"{op}: padding")
+        self.dilation = pair(dilation, f"{op}: dilation")
         if min(self.kernel) < 1:
             raise ValueError(f"{op}: kernel must be at least 1, got {self.kernel}")
+        if min(self.dilation) < 1:
+            raise ValueError(f"{op}: dilation must be at least 1, got {self.dilation}")
+        # the rows and columns a dilated kernel spans
+        self.span = ((self.kernel[0] - 1) * self.dilation[0] + 1, (self.kernel[1] - 1) * self.dilation[1] + 1)
         self.out = (
-            out_size(op, size[0], self.kernel[0], self.stride[0], self.pad[0]),
-            out_size(op, size[1], self.kernel[1], self.stride[1], self.pad[1]),
+            out_size(op, size[0], self.span[0], self.stride[0], self.pad[0]),
+            out_size(op, size[1], self.span[1], self.stride[1], self.pad[1]),
         )
         self.rh = kernel_axis(self.kernel[0], "rh")
         self.rw = kernel_axis(self.kernel[1], "rw")
@@ -131,8 +159,13 @@ class Window:
 
     def at(self, y: ir.Expr, x: ir.Expr) -> tuple[ir.Expr, ir.Expr, list[ir.Expr]]:
         """The input row and column read for output ``(y, x)``, and the in-bounds conditions."""
-        iy = window_index(y, self.stride[0], self.rh, self.pad[0])
-        ix = window_index(x, self.stride[1], self.rw, self.pad[1])
-        checks = window_checks(iy, self.size[0], self.out[0], self.kernel[0], self.stride[0], self.pad[0])
-        checks += window_checks(ix, self.size[1], self.out[1], self.kernel[1], self.stride[1], self.pad[1])
+        dy, dx = self.dilation
+        iy = window_index(
+            y, self.stride[0], self.rh * dy if dy > 1 and self.kernel[0] > 1 else self.rh, self.pad[0]
+        )
+        ix = window_index(
+            x, self.stride[1], self.rw * dx if dx > 1 and self.kernel[1] > 1 else self.rw, self.pad[1]
+        )
+        checks = window_checks(iy, self.size[0], self.out[0], self.span[0], self.stride[0], self.pad[0])
+        checks += window_checks(ix, self.size[1], self.out[1], self.span[1], self.stride[1], self.pad[1])
         return iy, ix, checks

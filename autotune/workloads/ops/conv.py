@@ -9,7 +9,7 @@ as it is read, which fuses the producer's activation into this stage.
 from __future__ import annotations
 
 from ... import ir, te
-from ._common import Activation, IntPair, Window, apply, check_ndim, guarded
+from ._common import Activation, IntPair, Window, apply, check_bias, check_ndim, guarded, read
 
 
 def conv2d_nhwc(
@@ -20,10 +20,13 @@ def conv2d_nhwc(
     *,
     name: str = "conv",
     data_act: Activation | None = None,
+    data_bias: te.Tensor | None = None,
+    dilation: IntPair = 1,
 ) -> te.Tensor:
     """data[N,H,W,CI], weight[KH,KW,CI,CO] -> out[N,OH,OW,CO].
 
-    ``out[n,y,x,o] = sum_{rh,rw,rc} pad(data)[n, y*sh+rh-ph, x*sw+rw-pw, rc] * weight[rh,rw,rc,o]``.
+    ``out[n,y,x,o] = sum_{rh,rw,rc} pad(data)[n, y*sh+rh*dh-ph, x*sw+rw*dw-pw, rc] * weight[rh,rw,rc,o]``;
+    ``data_bias[rc]`` is added to each element read, before ``data_act``.
     """
     op = "conv2d_nhwc"
     check_ndim(op, data, 4, "NHWC")
@@ -32,12 +35,13 @@ def conv2d_nhwc(
     kh, kw, wcin, cout = weight.shape
     if wcin != cin:
         raise ValueError(f"{op}: data has {cin} channels, weight {weight.name} expects {wcin}")
-    win = Window(op, (height, width), (kh, kw), stride, padding)
+    check_bias(op, data, data_bias)
+    win = Window(op, (height, width), (kh, kw), stride, padding, dilation)
     rc = te.reduce_axis((0, cin), name="rc")
 
     def body(n: ir.Expr, y: ir.Expr, x: ir.Expr, o: ir.Expr) -> ir.Expr:
         iy, ix, checks = win.at(y, x)
-        value = guarded(checks, apply(data_act, data[n, iy, ix, rc]), 0.0)
+        value = guarded(checks, read(data, (n, iy, ix, rc), data_bias, data_act), 0.0)
         return te.sum(value * weight[win.rh, win.rw, rc, o], axis=[*win.axes, rc])
 
     return te.compute((batch, *win.out, cout), body, name=name)
@@ -82,10 +86,13 @@ def depthwise_conv2d_nhwc(
     *,
     name: str = "depthwise",
     data_act: Activation | None = None,
+    data_bias: te.Tensor | None = None,
+    dilation: IntPair = 1,
 ) -> te.Tensor:
     """data[N,H,W,C], weight[KH,KW,C] -> out[N,OH,OW,C] (channel multiplier 1).
 
-    ``out[n,y,x,c] = sum_{rh,rw} pad(data)[n, y*sh+rh-ph, x*sw+rw-pw, c] * weight[rh,rw,c]``.
+    ``out[n,y,x,c] = sum_{rh,rw} pad(data)[n, y*sh+rh*dh-ph, x*sw+rw*dw-pw, c] * weight[rh,rw,c]``;
+    ``data_bias[c]`` is added to each element read, before ``data_act``.
     """
     op = "depthwise_conv2d_nhwc"
     check_ndim(op, data, 4, "NHWC")
@@ -94,13 +101,14 @@ def depthwise_conv2d_nhwc(
     kh, kw, wchannels = weight.shape
     if wchannels != channels:
         raise ValueError(f"{op}: data has {channels} channels, weight {weight.name} has {wchannels}")
-    win = Window(op, (height, width), (kh, kw), stride, padding)
+    check_bias(op, data, data_bias)
+    win = Window(op, (height, width), (kh, kw), stride, padding, dilation)
     if not win.axes:
         raise ValueError(f"{op}: a 1x1 depthwise kernel is an elementwise scale, not a convolution")
 
     def body(n: ir.Expr, y: ir.Expr, x: ir.Expr, c: ir.Expr) -> ir.Expr:
         iy, ix, checks = win.at(y, x)
-        value = guarded(checks, apply(data_act, data[n, iy, ix, c]), 0.0)
+        value = guarded(checks, read(data, (n, iy, ix, c), data_bias, data_act), 0.0)
         return te.sum(value * weight[win.rh, win.rw, c], axis=win.axes)
 
     return te.compute((batch, *win.out, channels), body, name=name)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ... import ir, te
-from ._common import Activation, apply, check_ndim
+from ._common import Activation, check_bias, check_ndim, read
 
 
 def matmul(a: te.Tensor, b: te.Tensor, *, name: str = "matmul") -> te.Tensor:
@@ -25,6 +25,7 @@ def dense(
     *,
     name: str = "dense",
     data_act: Activation | None = None,
+    data_bias: te.Tensor | None = None,
 ) -> te.Tensor:
     """data[N,K], weight[O,K] (, bias[O]) -> out[N,O], ``out[i,o] = sum_k data[i,k] * weight[o,k] (+ bias[o])``.
 
@@ -36,10 +37,11 @@ def dense(
     units, wk = weight.shape
     if wk != k:
         raise ValueError(f"dense: data has {k} features, weight {weight.name} expects {wk}")
+    check_bias("dense", data, data_bias)
     rk = te.reduce_axis((0, k), name="k")
 
     def body(i: ir.Expr, o: ir.Expr) -> ir.Expr:
-        return te.sum(apply(data_act, data[i, rk]) * weight[o, rk], axis=rk)
+        return te.sum(read(data, (i, rk), data_bias, data_act) * weight[o, rk], axis=rk)
 
     out = te.compute((batch, units), body, name=name)
     if bias is None:
