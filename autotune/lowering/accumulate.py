@@ -169,6 +169,10 @@ def _extents(loops: tuple[ir.For, ...]) -> list[int | None]:
     return [ir.as_int(f.extent) for f in loops]
 
 
+def _conjuncts(e: ir.Expr) -> list[ir.Expr]:
+    return [*_conjuncts(e.a), *_conjuncts(e.b)] if isinstance(e, ir.And) else [e]
+
+
 def _tile_loop(f: ir.For) -> bool:
     extent = ir.as_int(f.extent)
     return f.kind == ir.ForKind.UNROLLED and ir.as_int(f.min) == 0 and extent is not None and 0 < extent <= UNROLL_LIMIT
@@ -248,7 +252,14 @@ def _promotable_tile(head: ir.Stmt, nest: ir.Stmt) -> _Tile | None:
     nest_loops = {f.loop_var for f in ir.collect(nest, ir.For)} - {f.loop_var for f in loops}
     if any(ir.free_vars(g) & nest_loops or _accesses(g, store.buffer.data) for g in guards):
         return None
-    buf, tile_vars = store.buffer, {f.loop_var for f in loops}
+    # a first-iteration test of a loop around (``rh == 0`` of a reduction loop the inits did not
+    # leave) runs the init only once for several runs of the nest: the accumulators would restart
+    # on every run, so the element stays in memory
+    tile_vars = {f.loop_var for f in loops}
+    for term in (t for g in guards for t in _conjuncts(g)):
+        if isinstance(term, ir.EQ) and isinstance(term.a, ir.Var) and term.a not in tile_vars:
+            return None
+    buf = store.buffer
     if buf.scope == ir.REGISTER_SCOPE or prod(e or 0 for e in _extents(loops)) > TILE_LIMIT:
         return None
     if ir.free_vars(store.value) & tile_vars or _accesses(store.value, buf.data):

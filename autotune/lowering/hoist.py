@@ -45,7 +45,8 @@ def _uses(node: object, var: ir.Var) -> bool:
 
 
 def _strip_first(stmt: ir.Stmt, f: ir.For) -> ir.Stmt | None:
-    """``stmt``, a nest of loops around ``if f.var == min and c: S``, with the test on ``f`` dropped.
+    """``stmt``, a nest of loops (and of guards that do not test ``f``) around ``if f.var == min and
+    c: S``, with the test on ``f`` dropped.
 
     None unless the loops' bounds, ``c`` and ``S`` do not use ``f``'s variable: the nest then does
     on ``f``'s first iteration exactly what it would do just before ``f``, and nothing otherwise.
@@ -60,6 +61,10 @@ def _strip_first(stmt: ir.Stmt, f: ir.For) -> ir.Stmt | None:
     terms = _conjuncts(stmt.condition)
     is_first = [t for t in terms if isinstance(t, ir.EQ) and t.a is f.loop_var and t.b == f.min]
     rest = [t for t in terms if not any(t is s for s in is_first)]
+    if not is_first and not _uses(stmt.condition, f.loop_var):
+        # a guard of the nest that does not test f (a strip's halo column): it stays around the init
+        inner = _strip_first(stmt.then_case, f)
+        return None if inner is None else replace(stmt, then_case=inner)
     if not is_first or _uses(stmt.then_case, f.loop_var) or any(_uses(t, f.loop_var) for t in rest):
         return None
     return _guard(rest, stmt.then_case)

@@ -397,3 +397,30 @@ def test_tile_loop_longer_than_codegen_unrolls_is_not_promoted():
     init = _unrolled(((TJ, n),), ir.BufferStore(t, ir.const(0.0), (TJ,)))
     update = _unrolled(((UJ, n),), ir.BufferStore(t, t[UJ] + a[R, UJ], (UJ,)))
     unchanged(ir.Func("f", (a, t), ir.seq(init, ir.For(R, ir.const(0), ir.const(3), "serial", update))))
+
+
+def test_tile_whose_init_runs_on_the_first_iteration_of_a_loop_around_is_not_promoted():
+    """``for q: (for ti, tj: if q == 0: T8[...] = 0); for r: update``: the elements accumulate over
+    q too. Accumulators started on every run of ``r`` would drop the earlier q's sums."""
+    Q = ir.Var("q")
+    init = _unrolled(((TI, 2), (TJ, 4)), ir.IfThenElse(ir.EQ(Q, ir.const(0)), ir.BufferStore(T8, ir.const(0.0), (TI * 4 + TJ,))))
+    body = ir.seq(init, ir.For(R, ir.const(0), ir.const(3), "serial", _tile_sum()))
+    func = ir.Func("f", (A8, T8), ir.For(Q, ir.const(0), ir.const(2), "serial", body))
+    unchanged(func)
+
+
+def test_hoist_peels_a_tile_init_through_a_guard_of_its_columns():
+    """``for q: (for ti: if ti < 1: for tj: if q == 0: init); update``: the column guard does not test
+    q, so the inits leave q with it, and the tile is then promoted over q and r."""
+    Q = ir.Var("q")
+    first = ir.IfThenElse(ir.EQ(Q, ir.const(0)), ir.BufferStore(T8, ir.const(0.0), (TI * 4 + TJ,)))
+    init = ir.For(TI, ir.const(0), ir.const(2), "unroll", ir.IfThenElse(TI < 1, ir.For(TJ, ir.const(0), ir.const(4), "unroll", first)))
+    body = ir.seq(init, ir.For(R, ir.const(0), ir.const(3), "serial", _tile_sum(guard=UI < 1)))
+    hoisted = hoist_guards(ir.Func("f", (A8, T8), ir.For(Q, ir.const(0), ir.const(2), "serial", body)))
+    assert str(hoisted).splitlines()[2:6] == [
+        "    for ti in T.unroll(2):",
+        "        if ti < 1:",
+        "            for tj in T.unroll(4):",
+        "                T8[ti * 4 + tj] = 0.0",
+    ]
+    assert registers(promote_accumulators(hoisted))

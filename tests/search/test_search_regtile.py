@@ -153,23 +153,23 @@ def test_register_tile_numbers(source: Callable[[], tuple[Any, Any, str]]) -> No
     np.testing.assert_allclose(outputs[0], reference_outputs(wl, inputs)[0], rtol=1e-4, atol=1e-4)
 
 
-def _resnet_body() -> Workload:
-    """A chain written here, not a built-in: conv 3x3 pad 1 -> relu -> conv 3x3 pad 1, 6x6x8 NHWC."""
-    data = te.placeholder((1, 6, 6, 8), "float32", name="data")
-    w1 = te.placeholder((3, 3, 8, 8), "float32", name="w1")
-    w2 = te.placeholder((3, 3, 8, 8), "float32", name="w2")
+def _resnet_body(size: int = 6, channels: int = 8) -> Workload:
+    """A chain written here, not a built-in: conv 3x3 pad 1 -> relu -> conv 3x3 pad 1, NHWC."""
+    data = te.placeholder((1, size, size, channels), "float32", name="data")
+    w1 = te.placeholder((3, 3, channels, channels), "float32", name="w1")
+    w2 = te.placeholder((3, 3, channels, channels), "float32", name="w2")
     conv1 = ops.conv2d_nhwc(data, w1, padding=1, name="conv1")
     conv2 = ops.conv2d_nhwc(conv1, w2, padding=1, name="conv2", data_act=ops.relu_expr)
     func = te.create_func([data, w1, w2], [conv2], name="resnet_body")
 
     def conv(x: np.ndarray, w: np.ndarray) -> np.ndarray:
         p = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
-        return sum(p[:, dy : dy + 6, dx : dx + 6, :] @ w[dy, dx] for dy in range(3) for dx in range(3))
+        return sum(p[:, dy : dy + size, dx : dx + size, :] @ w[dy, dx] for dy in range(3) for dx in range(3))
 
     def reference(x: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray]:
         return (conv(np.maximum(conv(x, a), 0), b).astype(np.float32),)
 
-    flops = 2 * 2 * 36 * 8 * 72
+    flops = 2 * 2 * size * size * channels * 9 * channels
     return Workload("resnet_body", {}, func, reference, "", flops, intermediate_bytes(func), (1.0, 0.1, 0.1))
 
 
@@ -232,6 +232,25 @@ def test_register_tiles_over_padded_copies_at_the_tile_loop_equal_numpy() -> Non
     pads = {d.buffer.name: d.buffer.const_shape() for d in ir.collect(lowered.func.body, ir.DeclBuffer)}
     # a 2-row tile of conv2 needs 4 rows of relu(conv1), which need 6 rows of the input, each 8 wide
     assert pads["conv1_pad"] == (4 * 8 * 8,) and pads["data_pad"] == (6 * 8 * 8,)
+    inputs = wl.make_inputs(0)
+    outputs = empty_outputs(lowered.func)
+    build(lowered.func, lowered.plan)(*inputs, *outputs)
+    np.testing.assert_allclose(outputs[0], reference_outputs(wl, inputs)[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_a_3x3_tile_under_a_strip_accumulates_over_its_whole_window() -> None:
+    """conv1 computed per 2-row tile and 4-column strip (6 columns with the halo, guarded against the
+    image border) with a 2-column tile: the inits leave rh and rw through the column guard, so the
+    accumulators live over rh, rw and rc, and the result equals numpy."""
+    wl = _resnet_body(size=8, channels=4)
+    space = load_space(SPACES_DIR / "cascade.yaml", wl, POOLS)
+    values = space.default() | {"tile_rows": 2, "at_conv1": "tile", "strip": 4, "regtile_conv1": 2}
+    lowered = lower(space.apply(wl.func, values).func, pools=POOLS)
+    acc = next(a for a in ir.collect(lowered.func.body, ir.Allocate) if a.data.name.startswith("conv1_acc"))
+    rh = next(f for f in ir.collect(acc.body, ir.For) if f.loop_var.name == "rh")
+    assert {n.buffer.name for n in ir.collect(rh, (ir.BufferLoad, ir.BufferStore))} >= {"conv1_acc"}
+    assert "conv1" not in {n.buffer.name for n in ir.collect(rh, (ir.BufferLoad, ir.BufferStore))}
     inputs = wl.make_inputs(0)
     outputs = empty_outputs(lowered.func)
     build(lowered.func, lowered.plan)(*inputs, *outputs)
