@@ -13,9 +13,10 @@ from ``o_0`` down compiled with SLP. The cases:
 - ``conv1x1``: 1x1 convolution (reduction over ``rc``);
 - ``conv1x1_split``: the same with ``rc`` split in two (``rc_0, rc_1``);
 - ``conv3x3``: 3x3 convolution, padding 1 written inline (a select inside the reduction);
-- ``conv3x3_padroot``: the same with a padded copy of the input computed first, at root;
 - ``conv5x5``: 5x5 convolution, padding 2 inline;
-- ``depthwise3x3``: 3x3 depthwise convolution, padding 1 inline (reduction over ``rh, rw``).
+- ``depthwise3x3``: 3x3 depthwise convolution, padding 1 inline (reduction over ``rh, rw``);
+- ``<case>_hoisted``: the same chain (padding inline) with ``hoist_padding`` first: a padded copy
+  of the input computed at root (its rows in parallel), read by the tile with plain loads.
 
 Each case is tried with ``cols`` in 2, 4 and 8; the row of a case is its fastest. Each
 kernel is built in a fresh kernel cache (``build s``: lower + generate + numba compile of
@@ -63,16 +64,18 @@ class Case:
     kernel: int
     depthwise: bool = False
     split: bool = False
-    pad_at_root: bool = False
+    hoisted: bool = False
 
 
 CASES = (
     Case("conv1x1", 1),
     Case("conv1x1_split", 1, split=True),
     Case("conv3x3", 3),
-    Case("conv3x3_padroot", 3, pad_at_root=True),
+    Case("conv3x3_hoisted", 3, hoisted=True),
     Case("conv5x5", 5),
+    Case("conv5x5_hoisted", 5, hoisted=True),
     Case("depthwise3x3", 3, depthwise=True),
+    Case("depthwise3x3_hoisted", 3, depthwise=True, hoisted=True),
 )
 
 
@@ -82,15 +85,7 @@ def chain(case: Case, size: int, channels: int) -> tuple[ir.Func, list[np.ndarra
     data = te.placeholder((1, size, size, channels), "float32", name="data")
     shape = (k, k, channels) if case.depthwise else (k, k, channels, channels)
     weight = te.placeholder(shape, "float32", name="weight")
-    if case.pad_at_root:
-        inside = lambda y, x: ir.And(ir.And(y >= pad, y < size + pad), ir.And(x >= pad, x < size + pad))  # noqa: E731
-        padded = te.compute(
-            (1, size + 2 * pad, size + 2 * pad, channels),
-            lambda n, y, x, c: te.if_then_else(inside(y, x), data[n, y - pad, x - pad, c], 0.0),
-            name="pad",
-        )
-        out = ops.conv2d_nhwc(padded, weight, name="conv")
-    elif case.depthwise:
+    if case.depthwise:
         out = ops.depthwise_conv2d_nhwc(data, weight, padding=pad, name="conv")
     else:
         out = ops.conv2d_nhwc(data, weight, padding=pad, name="conv")
@@ -111,8 +106,9 @@ def chain(case: Case, size: int, channels: int) -> tuple[ir.Func, list[np.ndarra
 def schedule(func: ir.Func, case: Case, cols: int, block: int) -> Schedule:
     """The register-tiled schedule of the module docstring."""
     sch = Schedule(func)
-    if case.pad_at_root:
-        sch = sch.parallel(sch.get_loops("pad")[1])
+    if case.hoisted:
+        sch = sch.hoist_padding("conv", 1)  # reads: conv (the accumulator), data, weight
+        sch = sch.parallel(sch.get_loops(sch.last[0])[1])
     _, y, x, o, *reductions = sch.get_loops("conv")
     sch = sch.split(x, [None, cols])
     x_0, x_1 = sch.last

@@ -8,8 +8,10 @@ from stage to stage; a global pool does not, so ``tiny_cnn`` cascades up to
 ``pw2``). Later blocks stay where they are. Knobs::
 
     tile_rows       rows of the last stage's output per tile (divisors of the rows and powers of two)
-    at_<stage>      root | tile: compute an intermediate stage at the tile loop
-    mode_<stage>    recompute | rolling: keep the overlapping rows (rolling_buffer) when at tile
+    at_<stage>      root | tile: compute an intermediate stage at the tile loop. Conditional: only
+                    while every movable stage that reads it is at the tile loop too (a reader at
+                    root runs outside the loop, and compute_at would refuse); otherwise at root
+    mode_<stage>    recompute | rolling: keep the overlapping rows (rolling_buffer); only when at tile
     pool_<stage>    the pool of the stage's buffer (set_pools) for every intermediate buffer
     strip           0 | columns of the last stage's output per strip: the strip loop goes above
                     the tile loop, so intermediates hold tile x strip windows (0: whole rows)
