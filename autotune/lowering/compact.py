@@ -11,7 +11,11 @@ threads never share storage; the memory plan counts every copy. A parallel loop
 annotated ``autotune.copy_pad`` (bytes, by ``parallel(loop, copy_pad=...)``) puts
 at least that many untouched bytes after each copy, the last one included (padded
 strides), so no two threads write within ``copy_pad`` bytes of each other; the
-plan counts the padding.
+plan counts the padding. A ``local`` buffer whose indices would not be constants
+after unrolling (``register_problem``: a ``cache_read``/``cache_write`` into
+``local`` whose loops stay serial) becomes an ordinary allocation instead of registers.
+A site inside a nest outlined by ``set_vectorizer(mode, loop)`` is lifted above that
+loop: the outlined function receives the buffer as an array argument.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from .. import ir
 from ..analysis.arith import simplify
 from ..analysis.region import relax_region, substitute_bindings, union_regions
 from ..errors import LoweringError
+from ..schedule.primitives.memory import register_problem
 from ..schedule.tree import allocating_block, block_path, loop_path, replace_stmt
 from .blocks import POOLS_ANNOTATION
 from .rolling import ALLOC_OUTSIDE
@@ -42,6 +47,9 @@ def _site(func: ir.Func, buf: ir.Buffer, outside: str | None) -> tuple[list[ir.B
         names = [f.loop_var.name for f in fors]
         if outside in names:
             fors = fors[: names.index(outside)]
+    outlined = [k for k, f in enumerate(fors) if ir.ann_get(f.annotations, ir.VECTORIZER_ATTR) is not None]
+    if outlined and buf.scope != ir.REGISTER_SCOPE:
+        fors = fors[: outlined[0]]  # an outlined nest takes arrays as arguments: allocate above it
     site = fors[-1] if fors else None
     return blocks, site, [f for f in fors if f.kind == ir.ForKind.PARALLEL]
 
@@ -131,6 +139,10 @@ def _with_alloc(block: ir.Block, buf: ir.Buffer, candidates: tuple[str, ...] | N
 
 
 def compact_one(func: ir.Func, buf: ir.Buffer) -> ir.Func:
+    if buf.scope == ir.REGISTER_SCOPE and register_problem(func, buf) is not None:
+        # a local buffer made by cache_read/cache_write whose loops were never unrolled: memory, not registers
+        demoted = buf.with_(scope="global")
+        func, buf = ir.substitute(func, bmap={buf: demoted}), demoted
     owner = allocating_block(func, buf)
     assert owner is not None
     outside = dict(ir.ann_get(owner.annotations, ALLOC_OUTSIDE, ())).get(buf.name)

@@ -55,6 +55,7 @@ def annotate_buffer_access(func: ir.Func, block: str, buffer_index: int, access:
         else:
             ranges.append(ir.Range(simplify(expr_from_json(entry, variables, "annotate_buffer_access")), ir.const(1)))
     new_region = ir.BufferRegion(buf, tuple(ranges))
+    new_region = _clipped(new_region)
     if access == "write":
         _check_write_region(blk, new_region)
     else:
@@ -70,6 +71,21 @@ def annotate_buffer_access(func: ir.Func, block: str, buffer_index: int, access:
     else:
         new_blk = replace(blk, annotations=ann, writes=new_regions)
     return replace_stmt(func, blk, new_blk), ()
+
+
+def _clipped(region: ir.BufferRegion) -> ir.BufferRegion:
+    """``region`` with each constant range cut to the buffer (a symbolic one is kept: it may leave the
+    buffer only at its edges, as a window annotated around ``2 * v`` does)."""
+    ranges = []
+    for rng, size in zip(region.region, region.buffer.const_shape()):
+        lo, ext = ir.as_int(rng.min), ir.as_int(rng.extent)
+        if lo is not None and ext is not None and (lo < 0 or lo + ext > size):
+            first, last = max(lo, 0), min(lo + ext, size)
+            if last <= first:
+                raise ScheduleError("annotate_buffer_access", f"the region {ir.to_text(region)} lies outside '{region.buffer.name}'")
+            rng = ir.Range(ir.const(first), ir.const(last - first))
+        ranges.append(rng)
+    return ir.BufferRegion(region.buffer, tuple(ranges))
 
 
 def _check_write_region(blk: ir.Block, claimed: ir.BufferRegion) -> None:
@@ -216,6 +232,7 @@ def double_buffer(func: ir.Func, block: str) -> Result:
     if ir.ann_get(blk.annotations, ROLLING) is not None:
         raise ScheduleError("double_buffer", f"'{blk.writes[0].buffer.name}' is already a rolling buffer")
     _check_sources_ready(loop, blk)
+    _check_not_outlined(func, buf)
     ann = ir.ann_set(blk.annotations, DOUBLE, loop.loop_var.name)
     return replace_stmt(func, blk, replace(blk, annotations=ann)), ()
 
@@ -234,4 +251,19 @@ def _check_sources_ready(loop: ir.For, blk: ir.Block) -> None:
                     "double_buffer",
                     f"block '{producer.name}' produces '{w.buffer.name}', which '{blk.name}' reads, inside loop "
                     f"'{loop.loop_var.name}': the prefetch of iteration i+1 would read it before it is computed",
+                )
+
+
+def _check_not_outlined(func: ir.Func, buf: ir.Buffer) -> None:
+    """Refuse a double buffer accessed inside a nest outlined by ``set_vectorizer(mode, loop)``: its two
+    slots are two banks, and an outlined function takes plain arrays."""
+    for f in ir.collect(func.body, ir.For):
+        if ir.ann_get(f.annotations, ir.VECTORIZER_ATTR) is None:
+            continue
+        for b in ir.collect(f, ir.Block):
+            if any(r.buffer is buf for r in (*b.reads, *b.writes)):
+                raise ScheduleError(
+                    "double_buffer",
+                    f"block '{b.name}' accesses '{buf.name}' inside loop '{f.loop_var.name}', outlined by set_vectorizer: "
+                    "an outlined nest cannot take the two slots of a double buffer",
                 )

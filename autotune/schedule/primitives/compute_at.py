@@ -13,6 +13,7 @@ from ...ir.names import fresh_name
 from ..regions import refresh_regions
 from ..tree import all_names, block_path, loop_path, readers_of, replace_stmt, root_block
 from .placement import (
+    check_not_into_prefetch,
     check_not_tied_to_a_loop,
     check_outside_reduction,
     check_written_before,
@@ -74,10 +75,25 @@ def _outer_bounds(path: list[ir.Stmt], loop: ir.For) -> Analyzer:
     return an
 
 
-def _consumed_region(func: ir.Func, buf: ir.Buffer, loop: ir.For, loop_name: str, primitive: str) -> ir.BufferRegion:
+def _later_writers(func: ir.Func, producer: ir.Block, buf: ir.Buffer) -> list[ir.Block]:
+    """Blocks after ``producer`` that also write ``buf`` (the update of a decomposed reduction)."""
+    order = list(ir.collect(func.body, ir.Block))
+    start = next(k for k, b in enumerate(order) if b is producer)
+    return [b for b in order[start + 1 :] if any(w.buffer is buf for w in b.writes)]
+
+
+def _consumed_region(func: ir.Func, producer: ir.Block, buf: ir.Buffer, loop: ir.For, loop_name: str, primitive: str) -> ir.BufferRegion:
+    for writer in _later_writers(func, producer, buf):
+        if loop not in block_path(func, writer.name, primitive):
+            raise ScheduleError(
+                primitive,
+                f"block '{writer.name}' also writes '{buf.name}' after '{producer.name}' and is not under loop '{loop_name}': "
+                f"computed there, '{producer.name}' would run after it",
+            )
     loop_stmt_path = loop_path(func, loop_name, primitive)
     region: ir.BufferRegion | None = None
-    for consumer in readers_of(func, buf):
+    users = [*readers_of(func, buf), *(b for b in _later_writers(func, producer, buf) if any(r.buffer is buf for r in b.reads))]
+    for consumer in users:
         path = block_path(func, consumer.name, primitive)
         if loop not in path:
             raise ScheduleError(primitive, f"block '{consumer.name}' reads '{buf.name}' but is not under loop '{loop_name}'")
@@ -196,8 +212,15 @@ def compute_at(func: ir.Func, block: str, loop: str) -> Result:
     if target in path:
         raise ScheduleError("compute_at", f"loop '{loop}' encloses block '{block}' itself")
     dims = _identity_dims(producer, buf, "compute_at")
+    if producer.init is None and any(r.buffer is buf for r in producer.reads):
+        raise ScheduleError(
+            "compute_at",
+            f"block '{block}' accumulates into '{buf.name}' and its init is a block of its own (decompose_reduction): "
+            "the elements that consumers' tiles share would be accumulated again; compute_at before decompose_reduction",
+        )
+    check_not_into_prefetch(func, producer, loop, "compute_at")
     top = scope_root(path)
-    region = _consumed_region(func, buf, target, loop, "compute_at")
+    region = _consumed_region(func, producer, buf, target, loop, "compute_at")
     names = _old_loop_names(path, top, producer)
     removed = replace_stmt(func, top, None)
     target = loop_path(removed, loop, "compute_at")[-1]  # type: ignore[assignment]
@@ -227,6 +250,7 @@ def reverse_compute_at(func: ir.Func, block: str, loop: str) -> Result:
     for p in produced:
         check_outside_reduction(func, p, block, loop)
     check_written_before(func, consumer, target, loop)
+    check_not_into_prefetch(func, consumer, loop, "reverse_compute_at")
     producer = produced[0]
     buf = next(w.buffer for w in producer.writes if any(r.buffer is w.buffer for r in consumer.reads))
     dims = _read_identity_dims(consumer, buf)
@@ -241,18 +265,18 @@ def reverse_compute_at(func: ir.Func, block: str, loop: str) -> Result:
     return replace_stmt(removed, target, replace(target, body=ir.seq(target.body, nest))), ()
 
 
-def _read_identity_dims(block: ir.Block, buf: ir.Buffer) -> list[ir.IterVar]:
+def _read_identity_dims(block: ir.Block, buf: ir.Buffer, primitive: str = "reverse_compute_at") -> list[ir.IterVar]:
     loads = [ld for ld in ir.collect(block.body, ir.BufferLoad) if ld.buffer is buf]
     spatial = {iv.var: iv for iv in block.iter_vars if iv.kind == "spatial"}
     if not loads or any(ld.indices != loads[0].indices for ld in loads):
-        raise ScheduleError("reverse_compute_at", f"block '{block.name}' must read '{buf.name}' at one index")
+        raise ScheduleError(primitive, f"block '{block.name}' must read '{buf.name}' at one index")
     dims = []
     for idx in loads[0].indices:
         if not isinstance(idx, ir.Var) or idx not in spatial or spatial[idx] in dims:
-            raise ScheduleError("reverse_compute_at", f"block '{block.name}' must read '{buf.name}' at its own spatial iter vars (elementwise)")
+            raise ScheduleError(primitive, f"block '{block.name}' must read '{buf.name}' at its own spatial iter vars (elementwise)")
         dims.append(spatial[idx])
     if len(dims) != len(spatial):
-        raise ScheduleError("reverse_compute_at", f"block '{block.name}' has spatial axes that do not index '{buf.name}'")
+        raise ScheduleError(primitive, f"block '{block.name}' has spatial axes that do not index '{buf.name}'")
     return dims
 
 
@@ -282,6 +306,10 @@ def compute_inline(func: ir.Func, block: str) -> Result:
         raise ScheduleError("compute_inline", f"block '{block}' is a reduction")
     if not isinstance(producer.body, ir.BufferStore):
         raise ScheduleError("compute_inline", f"block '{block}' must be a single store")
+    check_not_tied_to_a_loop(func, producer, "compute_inline")
+    others = [b.name for b in ir.collect(func.body, ir.Block) if b is not producer and any(w.buffer is buf for w in b.writes)]
+    if others:
+        raise ScheduleError("compute_inline", f"'{buf.name}' is also written by {others}: inlined, their writes would be lost")
     dims = _identity_dims(producer, buf, "compute_inline")
     store = producer.body
     consumers = readers_of(func, buf)
@@ -322,7 +350,8 @@ def reverse_compute_inline(func: ir.Func, block: str) -> Result:
     producer = producers[0]
     if producer.init is not None or any(iv.kind == "reduce" for iv in producer.iter_vars):
         raise ScheduleError("reverse_compute_inline", f"producer '{producer.name}' is a reduction")
-    c_dims = _read_identity_dims(consumer, buf)
+    check_not_tied_to_a_loop(func, producer, "reverse_compute_inline")
+    c_dims = _read_identity_dims(consumer, buf, "reverse_compute_inline")
     out_buf = _written_buffer(consumer, "reverse_compute_inline")
     p_dims = _identity_dims(producer, buf, "reverse_compute_inline")
     assert isinstance(producer.body, ir.BufferStore)

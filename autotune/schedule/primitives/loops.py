@@ -11,7 +11,7 @@ from ...analysis.arith import simplify
 from ...errors import ScheduleError
 from ...ir.names import fresh_name
 from ..tree import all_names, blocks_under, loop_path, replace_stmt
-from .placement import DOUBLE, ROLLING_LOOP
+from .placement import DOUBLE, ROLLING, ROLLING_LOOP
 
 Result = tuple[ir.Func, tuple[str, ...]]
 
@@ -61,6 +61,24 @@ def _check_no_annotation_names(node: ir.For, primitive: str, keys: tuple[str, ..
                 raise ScheduleError(
                     primitive, f"loop '{name}' carries the {what} of block '{b.name}'; {primitive} it before {what.replace(' ', '_')}"
                 )
+
+
+def _check_not_rolled_rows(func: ir.Func, node: ir.For, primitive: str) -> None:
+    """Refuse to fuse the loop over the rolled dimension of a rolled block (below the loop it rolls over):
+    the sliding window starts that loop at the first new row, so it must stay a loop over rows."""
+    name = node.loop_var.name
+    above = {f.loop_var.name for f in loop_path(func, name, primitive)[:-1] if isinstance(f, ir.For)}
+    for b in blocks_under(node):
+        tied, info = ir.ann_get(b.annotations, ROLLING_LOOP), ir.ann_get(b.annotations, ROLLING)
+        if tied is None or info is None or tied not in above:
+            continue
+        store = next(st for st in ir.collect(b.body, ir.BufferStore) if st.buffer.name == info[0])
+        index = ir.substitute(store.indices[info[1]], dict(zip((iv.var for iv in b.iter_vars), b.bindings)))
+        if node.loop_var in ir.free_vars(index):
+            raise ScheduleError(
+                primitive, f"loop '{name}' runs the rows of block '{b.name}', which keeps a rolling buffer over loop '{tied}'; "
+                f"{primitive} it before rolling_buffer"
+            )
 
 
 def split(func: ir.Func, loop: str, factors: tuple[int | None, ...], names: tuple[str, ...] = ()) -> Result:
@@ -153,6 +171,7 @@ def fuse(func: ir.Func, loops: tuple[str, ...], name: str | None = None) -> Resu
     extents = [_const_loop(f, "fuse") for f in chain]
     for f in chain:
         _check_no_annotation_names(f, "fuse")
+        _check_not_rolled_rows(func, f, "fuse")
     taken = all_names(func)
     fused_var = ir.Var(fresh_name(taken, name or "_".join(loops) + "_fused"))
     vmap: dict[ir.Var, ir.Expr] = {}
@@ -181,6 +200,10 @@ def _set_kind(func: ir.Func, loop: str, kind: str, primitive: str) -> Result:
                     f"loop '{loop}' fills the double buffer of block '{b.name}': on several threads the prefetch "
                     "of iteration i+1 overwrites the slot that iteration i-1 reads",
                 )
+    if kind == ir.ForKind.PARALLEL:
+        outlined = [f.loop_var.name for f in loop_path(func, loop, primitive) if isinstance(f, ir.For) and ir.ann_get(f.annotations, ir.VECTORIZER_ATTR)]
+        if outlined:
+            raise ScheduleError(primitive, f"loop '{loop}' is in the nest of loop '{outlined[0]}', outlined by set_vectorizer: an outlined nest runs on one thread")
     if kind == ir.ForKind.UNROLLED and ir.as_int(node.extent) is None:
         raise ScheduleError(primitive, f"loop '{loop}' has no constant extent")
     return replace_stmt(func, node, replace(node, kind=kind)), ()

@@ -5,8 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ... import ir
+from ...analysis.arith import simplify
+from ...analysis.region import relax_region, substitute_bindings, union_regions
 from ...errors import ScheduleError
-from ..tree import allocating_block, get_block, get_loop, replace_stmt
+from ..tree import allocating_block, block_path, get_block, get_loop, replace_stmt
+from .placement import DOUBLE, ROLLING
 
 Result = tuple[ir.Func, tuple[str, ...]]
 POOLS_ANNOTATION = "candidate_memory_pools"
@@ -62,6 +65,67 @@ def set_scope(func: ir.Func, block: str, buffer: str, scope: str) -> Result:
     return ir.substitute(func, bmap={buf: buf.with_(scope=scope)}), ()
 
 
+def _accesses(block: ir.Block, buf: ir.Buffer) -> list[tuple[ir.Expr, ...]]:
+    nodes = [*ir.collect(block.body, ir.BufferLoad), *ir.collect(block.body, ir.BufferStore)]
+    if block.init is not None:
+        nodes += [*ir.collect(block.init, ir.BufferLoad), *ir.collect(block.init, ir.BufferStore)]
+    return [n.indices for n in nodes if n.buffer is buf]
+
+
+def register_problem(func: ir.Func, buf: ir.Buffer) -> str | None:
+    """Why ``buf`` cannot be a ``local`` buffer (one scalar per element), or None if it can.
+
+    Registers are named, not indexed: after compaction to its site (the innermost loop around
+    every block that accesses it, as ``compact_buffers`` places it) each index of ``buf`` must
+    be a constant once the unrolled loops are replaced by their values. So every loop whose
+    variable is left in an index must be unrolled, and a rolling or double buffer (indexed
+    modulo its window or slot count by a loop) cannot be local.
+    """
+    blocks = [b for b in ir.collect(func.body, ir.Block) if b.name != "root" and any(r.buffer is buf for r in (*b.reads, *b.writes))]
+    for b in blocks:
+        for key, what in ((ROLLING, "rolling buffer"), (DOUBLE, "double buffer")):
+            info = ir.ann_get(b.annotations, key)
+            if info is not None and (key == DOUBLE or info[0] == buf.name) and any(w.buffer is buf for w in b.writes):
+                return f"block '{b.name}' makes it a {what}, indexed by a loop"
+    if not blocks:
+        return None
+    paths = [block_path(func, b.name, "set_scope") for b in blocks]
+    common = []
+    for items in zip(*paths):
+        if any(s is not items[0] for s in items):
+            break
+        common.append(items[0])
+    fors = [s for s in common if isinstance(s, ir.For)]
+    site = fors[-1] if fors else None
+    region: ir.BufferRegion | None = None
+    for b, path in zip(blocks, paths):
+        inner = path[path.index(site) + 1 :] if site is not None else path
+        doms = {f.loop_var: ir.Range(f.min, f.extent) for f in inner if isinstance(f, ir.For)}
+        for r in (*b.reads, *b.writes):
+            if r.buffer is buf:
+                relaxed = relax_region(substitute_bindings(r, b), doms)
+                region = relaxed if region is None else union_regions(region, relaxed)
+    assert region is not None
+    offsets: list[ir.Expr] = []
+    for rng, size in zip(region.region, buf.const_shape()):
+        extent = ir.as_int(simplify(rng.extent))
+        offsets.append(simplify(rng.min) if extent is not None and extent < size else ir.const(0))
+    for b, path in zip(blocks, paths):
+        loops = {f.loop_var: f for f in path if isinstance(f, ir.For)}
+        vmap = {iv.var: binding for iv, binding in zip(b.iter_vars, b.bindings)}
+        for indices in _accesses(b, buf):
+            for idx, off in zip(indices, offsets):
+                e = simplify(ir.Sub(ir.substitute(idx, vmap), off))
+                for v in sorted(ir.free_vars(e), key=lambda v: v.name):
+                    f = loops.get(v)
+                    if f is not None and f.kind != ir.ForKind.UNROLLED and ir.as_int(f.extent) != 1:
+                        return (
+                            f"block '{b.name}' indexes it with {ir.to_text(e)}, which varies with loop "
+                            f"'{v.name}' ({f.kind}); unroll the loops over it"
+                        )
+    return None
+
+
 VECTORIZERS = ("loop", "slp")
 
 
@@ -91,4 +155,39 @@ def set_vectorizer(func: ir.Func, mode: str, loop: str | None = None) -> Result:
     inner = [f.loop_var.name for f in ir.collect(node, ir.For) if f.kind == ir.ForKind.PARALLEL]
     if inner:
         raise ScheduleError("set_vectorizer", f"loop '{loop}' holds the parallel loop '{inner[0]}'; an outlined nest runs on one thread")
+    problem = _outline_problem(func, node)
+    if problem is not None:
+        raise ScheduleError("set_vectorizer", f"loop '{loop}' cannot be outlined: {problem}")
     return replace_stmt(func, node, replace(node, annotations=ir.ann_set(node.annotations, ir.VECTORIZER_ATTR, mode))), ()
+
+
+def _outline_problem(func: ir.Func, loop: ir.For) -> str | None:
+    """Why the nest of ``loop`` cannot become a function of its own, or None.
+
+    Its arguments are plain arrays and loop variables (compaction allocates the buffers used
+    only inside it above it), so it may not read a banked buffer (a tuple of arrays) or use
+    registers allocated outside it (a local buffer accessed outside too, or the accumulator of
+    a reduction whose loop it is).
+    """
+    inside = ir.collect(loop, ir.Block)
+    names = {b.name for b in inside}
+    params = set(func.params)
+    users: dict[ir.Buffer, list[ir.Block]] = {}
+    for b in ir.collect(func.body, ir.Block):
+        for r in (*b.reads, *b.writes):
+            users.setdefault(r.buffer, []).append(b)
+    for buf, blocks in users.items():
+        touched = [b for b in blocks if b.name in names]
+        if not touched or buf in params:
+            continue
+        doubled = [b.name for b in blocks if ir.ann_get(b.annotations, DOUBLE) is not None and any(w.buffer is buf for w in b.writes)]
+        if buf.axis_separators or doubled:
+            how = f"a double buffer of block '{doubled[0]}'" if doubled else "banked"
+            return f"block '{touched[0].name}' accesses '{buf.name}', which is {how} (a tuple of arrays)"
+        if buf.scope == ir.REGISTER_SCOPE and len(touched) < len(blocks):
+            return f"local buffer '{buf.name}' is also used outside it (registers cannot be passed)"
+    for b in inside:
+        for iv, binding in zip(b.iter_vars, b.bindings):
+            if iv.kind == "reduce" and loop.loop_var in ir.free_vars(binding):
+                return f"it runs reduction axis '{iv.var.name}' of block '{b.name}', whose accumulator is kept outside it"
+    return None

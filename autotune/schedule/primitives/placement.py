@@ -52,6 +52,22 @@ def check_not_tied_to_a_loop(func: ir.Func, block: ir.Block, primitive: str) -> 
                 )
 
 
+def check_not_into_prefetch(func: ir.Func, block: ir.Block, loop: str, primitive: str) -> None:
+    """Refuse to move ``block`` under ``loop`` when a double buffer prefetched over that loop, or a loop
+    around it, copies what ``block`` writes: the prefetch of iteration i+1 would read it before it is computed."""
+    around = {f.loop_var.name for f in loop_path(func, loop, primitive) if isinstance(f, ir.For)}
+    written = {w.buffer for w in block.writes}
+    for staged in ir.collect(func.body, ir.Block):
+        tied = ir.ann_get(staged.annotations, DOUBLE)
+        copied = [r.buffer.name for r in staged.reads if r.buffer in written]
+        if tied in around and copied and staged is not block:
+            raise ScheduleError(
+                primitive,
+                f"block '{staged.name}' copies '{copied[0]}' in a double buffer prefetched over loop '{tied}'; under loop "
+                f"'{loop}', '{block.name}' would write it after the prefetch of the next iteration has read it",
+            )
+
+
 def check_outside_reduction(func: ir.Func, producer: ir.Block, consumer: str, loop: str) -> None:
     """Refuse ``loop`` when it, or a loop around it, runs a reduction axis of ``producer``.
 
