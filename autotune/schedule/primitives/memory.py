@@ -62,6 +62,10 @@ def set_scope(func: ir.Func, block: str, buffer: str, scope: str) -> Result:
     owner = _owner(func, buf, "set_scope")
     if scope == ir.REGISTER_SCOPE and buf.name in dict(ir.ann_get(owner.annotations, POOLS_ANNOTATION, ())):
         raise ScheduleError("set_scope", f"'{buf.name}' has candidate pools (set_pools); a local buffer lives in registers")
+    if scope == ir.REGISTER_SCOPE:
+        problem = register_problem(func, buf)
+        if problem is not None:
+            raise ScheduleError("set_scope", f"local buffer '{buf.name}' lives in registers, one per element: {problem}")
     return ir.substitute(func, bmap={buf: buf.with_(scope=scope)}), ()
 
 
