@@ -171,42 +171,55 @@ def rolling_buffer(func: ir.Func, block: str, buffer_index: int = 0) -> Result:
     ``ho*4 .. ho*4+5`` each iteration. Rolling: B computes only rows it has not
     computed before (all 6 at the first iteration, then 4), and its buffer is
     folded to 6 rows indexed ``row % 6``.
+
+    The loop that carries the overlap may be any loop above the block, not only the one it
+    was computed at: with h, w and c tiled and B computed at the channel tile loop ``oc``,
+    B rolls over ``ow``, and its buffer keeps the tile's columns for every ``oc``. The
+    innermost loop that carries an overlap rolls, over the first dimension it overlaps.
     """
-    blk, loop = _computed_at_loop(func, block, "rolling_buffer")
+    blk, inner = _computed_at_loop(func, block, "rolling_buffer")
     buf = _intermediate(func, blk, buffer_index, "rolling_buffer")
+    found = _carrier(func, blk, buf, inner)
+    if found is None:  # named by the loop it was computed at; the loops around it were tried too
+        raise ScheduleError(
+            "rolling_buffer", f"no dimension of '{buf.name}' overlaps between consecutive iterations of loop '{inner.loop_var.name}'"
+        )
+    loop, dim, window, stride = found
     if loop.kind == ir.ForKind.PARALLEL:
         raise ScheduleError("rolling_buffer", f"loop '{loop.loop_var.name}' is parallel: iterations must run in order to roll")
-    dims = _roll_candidates(func, blk, buf, loop)
-    if not dims:
-        raise ScheduleError("rolling_buffer", f"no dimension of '{buf.name}' overlaps between consecutive iterations of loop '{loop.loop_var.name}'")
-    dim, window, stride = dims[0]
     info = (buf.name, dim, loop.loop_var.name, window, stride)
     ann = ir.ann_set(blk.annotations, ROLLING, info)
     ann = ir.ann_set(ann, ROLLING_LOOP, loop.loop_var.name)
     return replace_stmt(func, blk, replace(blk, annotations=ann)), ()
 
 
-def _roll_candidates(func: ir.Func, blk: ir.Block, buf: ir.Buffer, loop: ir.For) -> list[tuple[int, int, int]]:
-    """(dim, window, stride) for each dimension whose extent per iteration exceeds its step."""
+def _carrier(func: ir.Func, blk: ir.Block, buf: ir.Buffer, inner: ir.For) -> tuple[ir.For, int, int, int] | None:
+    """``(loop, dim, window, stride)``: the innermost loop above the block whose consecutive iterations
+    compute overlapping rows of ``buf``, and the first such dimension.
+
+    ``window`` is what one iteration of the loop computes along ``dim`` (the block's own loops
+    relaxed), ``stride`` how far the next iteration moves. A loop qualifies for ``dim`` only if no
+    loop between it and the block moves ``dim`` too: the rows of one iteration must be one window.
+    """
     store = next(s for s in ir.collect(blk.body, ir.BufferStore) if s.buffer is buf)
     binding = {iv.var: b for iv, b in zip(blk.iter_vars, blk.bindings)}
     path = block_path(func, blk.name, "rolling_buffer")
-    inner = {f.loop_var: f for f in path[path.index(loop) + 1 :] if isinstance(f, ir.For)}
-    found = []
+    cut = path.index(inner) + 1
+    above = [f for f in path[:cut] if isinstance(f, ir.For)]
+    own = [f for f in path[cut:] if isinstance(f, ir.For)]
+    dims = []
     for dim, idx in enumerate(store.indices):
         expr = binding.get(idx) if isinstance(idx, ir.Var) else None
         lin = to_linear(simplify(expr)) if expr is not None else None
-        if lin is None:
-            continue
-        stride = lin.coeff(loop.loop_var)
-        extent = 1
-        for var, f in inner.items():
-            c, ext = lin.coeff(var), ir.as_int(f.extent)
-            if c and ext is not None:
-                extent += abs(c) * (ext - 1)
-        if 0 < stride < extent:
-            found.append((dim, extent, stride))
-    return found
+        if lin is not None:
+            window = 1 + sum(abs(lin.coeff(f.loop_var)) * ((ir.as_int(f.extent) or 1) - 1) for f in own)
+            dims.append((dim, lin, window))
+    for k in reversed(range(len(above))):
+        for dim, lin, window in dims:
+            stride = lin.coeff(above[k].loop_var)
+            if 0 < stride < window and not any(lin.coeff(f.loop_var) for f in above[k + 1 :]):
+                return above[k], dim, window, stride
+    return None
 
 
 def double_buffer(func: ir.Func, block: str) -> Result:
