@@ -43,7 +43,7 @@ WEIGHTS = {
     "compute_at": 8, "reverse_compute_at": 3, "compute_inline": 3, "reverse_compute_inline": 1,
     "decompose_reduction": 2, "cache_read": 3, "cache_write": 2, "annotate_buffer_access": 2,
     "rolling_buffer": 4, "double_buffer": 2, "transform_layout": 3, "set_pools": 2, "set_scope": 3,
-    "set_vectorizer": 1,
+    "set_vectorizer": 1, "hoist_padding": 2,
 }
 """How often each primitive is drawn (relative)."""
 
@@ -168,6 +168,13 @@ def draw_step(ch: Chooser, sch: Schedule) -> tuple[str, dict[str, Any]] | None:
         return (op, {"block": block, "buffer_index": 0}) if op == "rolling_buffer" else (op, {"block": block})
     if op == "reverse_compute_inline":
         return op, {"block": block}
+    if op == "hoist_padding":
+        padded = [b for b in view.blocks if ir.collect(view.node[b].body, ir.Select)]
+        block = ch.pick(padded) if padded and ch.int(0, 4) else block
+        reads = view.node[block].reads
+        selected = {ld.buffer for sel in ir.collect(view.node[block].body, ir.Select) for ld in ir.collect(sel, ir.BufferLoad)}
+        indices = [k for k, r in enumerate(reads) if r.buffer in selected] or list(range(len(reads)))
+        return (op, {"block": block, "buffer_index": ch.pick(indices)}) if indices else None
     if op == "decompose_reduction":
         reductions = [b for b in view.blocks if view.node[b].init is not None]
         if not reductions:

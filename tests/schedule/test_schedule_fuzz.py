@@ -2,7 +2,8 @@
 
 Each example draws a chain (``fuzz_chains``: NHWC and NCHW convolutions, depthwise, max and
 average pools, dense with and without bias, relu, relu6, add, resize, a diamond, a final
-reduction; float32, int32, int8) and up to eight primitive calls biased toward valid arguments
+reduction; float32, int32, int8) and up to eight calls of any of the primitives (hoist_padding
+included) with arguments biased toward valid ones
 (``fuzz_steps.draw_step``). A ``ScheduleError`` must name the primitive that raised it, and the
 refused step is dropped; the steps accepted must replay from the trace, lower with the verifier, and give the numpy
 reference. Everything else is a defect and fails the test with the chain and the steps.

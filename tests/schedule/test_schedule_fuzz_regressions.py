@@ -266,3 +266,21 @@ def test_decompose_reduction_of_a_double_buffered_block_refuses_or_lowers():
     except ScheduleError:
         return
     lower(sch.func, verify=True)  # inject_double_buffer: block 'd_init' accesses 'd' outside loop 'i0_0'
+
+
+def test_compute_at_refuses_to_move_a_reader_of_banks_into_an_outlined_nest():
+    a = te.placeholder((16,), "float32", name="A")
+    b = te.compute((16,), lambda i: a[i] + 1.0, name="B")
+    c = te.compute((16,), lambda i: b[i] * 2.0, name="C")
+    d = te.compute((16,), lambda i: c[i] - 1.0, name="D")
+    sch = Schedule(te.create_func([a], [d], name="chain3")).split("i_2", [None, 4], names=["io", "ii"])
+    sch = sch.transform_layout("B", "B", lambda i: [i // 8, AXIS_SEPARATOR, i % 8]).set_vectorizer("slp", loop="io")
+    # accepted before: the code generator refused "outlined loop 'io' accesses the banked buffer B"
+    with refused(
+        "compute_at",
+        "loop 'io' is in the nest of loop 'io', outlined by set_vectorizer, and block 'C' accesses 'B', which is banked "
+        "(a tuple of arrays)",
+    ):
+        sch.compute_at("C", "io")
+    x = np.arange(16, dtype=np.float32)
+    np.testing.assert_allclose(outputs(sch, x)[0], (x + 1) * 2 - 1)
