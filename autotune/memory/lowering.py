@@ -14,7 +14,9 @@ An allocation is named after its data variable without the ``_data`` suffix
 (``A``). A banked allocation (2+ physical axes, kept by axis separators) is one
 allocation per bank, ``B.bank0``, ``B.bank1``...: the banks are the entries of
 every physical axis but the last (the codegen's layout: a tuple of 1-d arrays),
-each of ``extents[-1]`` elements, and each may land in its own pool.
+each of ``extents[-1]`` elements, and each may land in its own pool. Candidates given per
+bank (``candidate_memory_pools`` of one-pool tuples, ``set_pools(..., per_bank=True)``) pin
+bank ``k`` to entry ``k`` modulo their number.
 """
 
 from __future__ import annotations
@@ -111,9 +113,15 @@ def in_registers(node: ir.Allocate) -> bool:
     return ir.ann_get(node.annotations, "scope") == ir.REGISTER_SCOPE
 
 
-def _candidates(node: ir.Allocate) -> tuple[str, ...]:
+def _candidates(node: ir.Allocate, bank: int = 0) -> tuple[str, ...]:
+    """The candidate pools of ``node``'s bank ``bank``: the annotation's list, or, when its entries are
+    lists (``set_pools(..., per_bank=True)``), entry ``bank`` modulo their number."""
     value = ir.ann_get(node.annotations, CANDIDATES, ())
-    return (value,) if isinstance(value, str) else tuple(value)
+    if isinstance(value, str):
+        return (value,)
+    if value and all(isinstance(v, tuple) for v in value):
+        return tuple(value[bank % len(value)])
+    return tuple(value)
 
 
 def allocations_of(func: ir.Func) -> list[Allocation]:
@@ -132,7 +140,7 @@ def allocations_of(func: ir.Func) -> list[Allocation]:
         start, end = lifetimes[node.data]
         name = names[node.data]
         labels = [f"{name}.bank{k}" for k in range(banks)] if _is_banked(node) else [name]
-        out.extend(Allocation(label, size, start, end, _candidates(node)) for label in labels)
+        out.extend(Allocation(label, size, start, end, _candidates(node, k)) for k, label in enumerate(labels))
     return out
 
 

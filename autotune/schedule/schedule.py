@@ -162,8 +162,10 @@ class Schedule:
         extra: dict[str, Any] = {} if padding else {"padding": False}
         return self.apply("transform_layout", block=block, buffer=buffer, index_map=index_map, **extra)
 
-    def set_pools(self, block: str, buffer: str, pools: Sequence[str]) -> Schedule:
-        return self.apply("set_pools", block=block, buffer=buffer, pools=tuple(pools))
+    def set_pools(self, block: str, buffer: str, pools: Sequence[str], per_bank: bool = False) -> Schedule:
+        """``per_bank=True``: bank ``k`` of a buffer with axis separators in ``pools[k % len(pools)]`` only
+        (recorded in the trace only then)."""
+        return self.apply("set_pools", block=block, buffer=buffer, pools=tuple(pools), per_bank=per_bank or None)
 
     def set_scope(self, block: str, buffer: str, scope: str) -> Schedule:
         return self.apply("set_scope", block=block, buffer=buffer, scope=scope)

@@ -34,22 +34,31 @@ def _owner(func: ir.Func, buf: ir.Buffer, primitive: str) -> ir.Block:
     return owner
 
 
-def set_pools(func: ir.Func, block: str, buffer: str, pools: tuple[str, ...]) -> Result:
+def set_pools(func: ir.Func, block: str, buffer: str, pools: tuple[str, ...], per_bank: bool = False) -> Result:
     """Give the allocation of ``buffer`` an ordered list of candidate memory pools.
 
     Lowering copies it to the ``Allocate`` as ``candidate_memory_pools``; the
     planner puts the buffer in the first candidate where it fits.
+
+    ``per_bank=True`` pins the banks of a buffer with axis separators instead: bank ``k``
+    (in the row-major order of the dimensions before the last separator, after compaction and
+    double buffering) goes to ``pools[k % len(pools)]`` and nowhere else, as a scratchpad's
+    two banks each in its own memory. The annotation then holds one single-pool tuple per entry.
     """
     if not pools or not all(isinstance(p, str) and p for p in pools):
         raise ScheduleError("set_pools", f"pools must be a non-empty list of pool names, got {list(pools)}")
     if len(set(pools)) != len(pools):
         raise ScheduleError("set_pools", f"pools repeated in {list(pools)}")
+    if not isinstance(per_bank, bool):
+        raise ScheduleError("set_pools", f"argument 'per_bank' must be true or false, got {per_bank!r}")
     buf = find_buffer(func, block, buffer, "set_pools")
     if buf.scope == ir.REGISTER_SCOPE:
         raise ScheduleError("set_pools", f"'{buf.name}' has scope local: it lives in registers, in no pool")
+    if per_bank and not buf.axis_separators:
+        raise ScheduleError("set_pools", f"'{buf.name}' has no axis separators, so one bank: transform_layout it into banks first")
     owner = _owner(func, buf, "set_pools")
     current = dict(ir.ann_get(owner.annotations, POOLS_ANNOTATION, ()))
-    current[buf.name] = tuple(pools)
+    current[buf.name] = tuple((p,) for p in pools) if per_bank else tuple(pools)
     ann = ir.ann_set(owner.annotations, POOLS_ANNOTATION, tuple(sorted(current.items())))
     return replace_stmt(func, owner, replace(owner, annotations=ann)), ()
 
