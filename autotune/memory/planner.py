@@ -163,7 +163,9 @@ class HillClimb(Planner):
     earlier in the order and keeps the new order when its total peak is not
     larger; it stops early when the peak reaches
     :func:`live_bytes_lower_bound`. The result is never worse than either
-    greedy planner, and the same input and seed give the same plan.
+    greedy planner, and the same input and seed give the same plan. When
+    neither start order fits, the overflow error is the one of the start
+    order that needs the least (its suggested size makes this planner fit).
     """
 
     name = "hill_climb"
@@ -183,10 +185,10 @@ class HillClimb(Planner):
             (total_peak(problem, r), k, r) for k, r in enumerate(results) if not isinstance(r, Failure)
         ]
         if not feasible:
-            # Growing a pool as greedy_by_size's error suggests makes that order fit.
-            failure = results[0]
-            assert isinstance(failure, Failure)
-            raise overflow_error(problem, starts[0], failure)
+            # The error of the start order that needs the least: grown as it suggests, that order fits,
+            # and this planner starts from it.
+            errors = [overflow_error(problem, o, r) for o, r in zip(starts, results) if isinstance(r, Failure)]
+            raise min(errors, key=lambda e: e.suggested - e.available)
         peak, k, best = min(feasible, key=lambda t: t[:2])
         order = starts[k]
         bound = live_bytes_lower_bound(problem.allocations)
