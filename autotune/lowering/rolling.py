@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .. import ir
+from ..analysis.arith import simplify
 from ..analysis.linear import to_linear
 from ..errors import LoweringError
 from ..schedule.primitives.buffers import ROLLING
@@ -64,6 +65,8 @@ def _slide(block: ir.Block, func: ir.Func, dim: int, loop: ir.For, window: int, 
     idx = store.indices[dim]
     binding = dict(zip((iv.var for iv in block.iter_vars), block.bindings)).get(idx) if isinstance(idx, ir.Var) else None
     lin = to_linear(binding) if binding is not None else None
+    if binding is not None and lin is None:
+        return _slide_from_index(block, binding, dim, loop, window)
     around = [f for f in ir.collect(loop.body, ir.For) if block in ir.collect(f, ir.Block)] if lin is not None else []
     steps = {f: (lin.coeff(f.loop_var), ir.as_int(f.extent)) for f in around if lin is not None}
     # the row loop steps `step` rows over window // step iterations; a step above 1 (the row loop split
@@ -86,6 +89,22 @@ def _slide(block: ir.Block, func: ir.Func, dim: int, loop: ir.For, window: int, 
     start = ir.select(first, 0, overlap // step)
     new = replace(row_loop, min=start, extent=ir.Sub(ir.const(window // step), start))
     return row_loop, new
+
+
+def _slide_from_index(block: ir.Block, binding: ir.Expr, dim: int, loop: ir.For, window: int) -> tuple[ir.For, ir.For]:
+    """The sliding window of a row index that is not linear in ``loop`` (``oi * 3 // 2 + y``): each
+    iteration after the first starts its row loop past the rows the previous one computed,
+    ``max(0, first(oi - 1) + window - first(oi))``, where ``first`` is the index at row 0."""
+    around = [f for f in ir.collect(loop.body, ir.For) if block in ir.collect(f, ir.Block)]
+    first = simplify(ir.substitute(binding, {f.loop_var: f.min for f in around}))
+    rows_lin = to_linear(simplify(ir.Sub(binding, first)))
+    rows = [f for f in around if rows_lin is not None and rows_lin.coeff(f.loop_var) == 1 and ir.as_int(f.extent) == window]
+    if not rows:
+        raise LoweringError(f"inject_rolling_buffer: block '{block.name}' has no loop of extent {window} over dimension {dim}")
+    previous = ir.substitute(first, {loop.loop_var: ir.Sub(loop.loop_var, ir.const(1))})
+    done = simplify(ir.Min(ir.Max(ir.Sub(ir.Add(previous, ir.const(window)), first), ir.const(0)), ir.const(window)))
+    start = ir.select(ir.eq(loop.loop_var, loop.min), 0, done)
+    return rows[0], replace(rows[0], min=start, extent=ir.Sub(ir.const(window), start))
 
 
 def inject_rolling_buffer(func: ir.Func) -> ir.Func:

@@ -20,13 +20,14 @@ from __future__ import annotations
 import re
 import traceback
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 from fuzz_chains import Chooser, FuzzChain, draw_chain
 
 from autotune import ir
+from autotune.analysis.region import block_access_regions
 from autotune.codegen import build, generate_source
 from autotune.codegen.storage import allocate_storage
 from autotune.errors import ScheduleError
@@ -98,9 +99,13 @@ def _factors(ch: Chooser, n: int) -> list[int | None]:
 
 
 def _region_json(ch: Chooser, blk: ir.Block, region: ir.BufferRegion) -> list[Any]:
-    """The block's own region as an annotation, sometimes widened or shifted by one on a dimension."""
+    """The block's own region as an annotation, sometimes widened or shifted by one on a dimension.
+
+    Not shifted when the block's index needs float math: such an annotation is trusted (a wrong one
+    is the user's error, caught only by the reference check)."""
     variables = [iv.var for iv in blk.iter_vars]
-    dim, how = ch.int(0, len(region.region) - 1), ch.pick(["exact", "exact", "wider", "shifted"])
+    trusted = region.buffer.name in block_access_regions(replace(blk, annotations=()))[2]
+    dim, how = ch.int(0, len(region.region) - 1), ch.pick(["exact", "exact", "wider"] + ([] if trusted else ["shifted"]))
     out: list[Any] = []
     for d, r in enumerate(region.region):
         lo, ext = r.min, ir.as_int(r.extent) or 1

@@ -284,3 +284,18 @@ def test_compute_at_refuses_to_move_a_reader_of_banks_into_an_outlined_nest():
         sch.compute_at("C", "io")
     x = np.arange(16, dtype=np.float32)
     np.testing.assert_allclose(outputs(sch, x)[0], (x + 1) * 2 - 1)
+
+
+def test_a_trusted_read_region_wholly_outside_the_buffer_is_refused():
+    x = te.placeholder((1, 2, 3, 6), "float32", name="x")
+    r = ops.resize2d_nchw(x, (2, 5), "nearest", name="resize")
+    sch = Schedule(te.create_func([x], [r], name="resize"))
+    # the resize's index needs float math, so its annotation is trusted; batch row n + 1 does not exist
+    # (accepted before: with a producer computed at the resize's loop, the fuzzer's case computed only
+    # that missing row, and every output was NaN)
+    with refused(
+        "annotate_buffer_access",
+        "the region x[v_n + 1, v_c, 0:3, 0:6] of block 'resize' lies outside 'x' (dimension 0, extent 1) for some of its iterations",
+    ):
+        sch.annotate_buffer_access("resize", 0, "read", lambda n, c, y, w: [n + 1, c, (0, 3), (0, 6)])
+    sch.annotate_buffer_access("resize", 0, "read", lambda n, c, y, w: [n, c, (0, 3), (0, 6)])

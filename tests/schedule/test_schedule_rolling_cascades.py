@@ -3,7 +3,8 @@
 The cascades of TVM's own rolling-buffer tests, written with this project's API: two int8
 3x3 max pools (the seed RFC's example) with h, w and c tiled and the producer computed at
 the innermost (channel) tile loop; a tile that does not divide the rows; three pools with a
-stride of 2; a cascade through a 2x nearest upscale (an index ``y // 2``). Each is compared
+stride of 2; a cascade through a 2x nearest upscale (an index ``y // 2``), whose tiles move by a
+varying number of rows when they do not divide the upscale. Each is compared
 with numpy, and an instrumented copy counts how often each element of the rolled buffer is
 computed. Kernels run as plain Python on their planned storage (``fuzz_steps.run_source``);
 the h-w-c cascade is also compiled with numba.
@@ -165,3 +166,22 @@ def test_a_cascade_through_an_upscale_rolls():
     out, counter, _ = run_counted(sch, "pool_a", x)
     np.testing.assert_array_equal(out, ref.max_pool2d(up_ref, 3).astype(np.int8))
     np.testing.assert_array_equal(counter, np.ones_like(counter))
+
+
+def test_an_index_that_is_not_linear_rolls_by_the_rows_it_steps(golden):
+    # a 3-row tile of a 2x upscale reads pool_a rows oi*3 // 2 .. (oi*3 + 2) // 2: the tiles move by 1 or 2 rows
+    a = te.placeholder((1, 10, 6, 2), "int8", name="A")
+    pa = ops.max_pool2d(a, 3, name="pool_a")
+    up = te.compute((1, 16, 8, 2), lambda n, y, x, c: pa[n, y // 2, x // 2, c], name="up")
+    sch = Schedule(te.create_func([a], [up], name="upscale")).split("y_1", [None, 3], names=["oi", "ii"])
+    # refused before: "no dimension of 'pool_a' overlaps between consecutive iterations of loop 'oi'"
+    sch = sch.compute_at("pool_a", "oi").rolling_buffer("pool_a")
+    assert rolled(sch, "pool_a") == ("pool_a", 1, "oi", 2, 1)
+    lowered = lower(sch.func, verify=True)
+    golden("schedule/rolling_upscale_index_lowered", str(lowered.func))
+    x = data((1, 10, 6, 2))
+    out, counter, peak = run_counted(sch, "pool_a", x)
+    want = ref.max_pool2d(x.astype(np.float32), 3).repeat(2, axis=1).repeat(2, axis=2).astype(np.int8)
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(counter, np.ones_like(counter))
+    assert peak == 2 * 4 * 2

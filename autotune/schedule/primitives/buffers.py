@@ -8,10 +8,11 @@ TVM's InjectRollingBuffer / InjectDoubleBuffer.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 
 from ... import ir
-from ...analysis.arith import simplify
+from ...analysis.arith import Analyzer, simplify
 from ...analysis.linear import to_linear
 from ...analysis.region import block_access_regions, relax_region
 from ...errors import ScheduleError
@@ -55,11 +56,11 @@ def annotate_buffer_access(func: ir.Func, block: str, buffer_index: int, access:
         else:
             ranges.append(ir.Range(simplify(expr_from_json(entry, variables, "annotate_buffer_access")), ir.const(1)))
     new_region = ir.BufferRegion(buf, tuple(ranges))
-    new_region = _clipped(new_region)
     if access == "write":
         _check_write_region(blk, new_region)
     else:
         _check_read_region(blk, new_region)
+    new_region = _clipped(blk, new_region)
     key = EXPLICIT[access]
     marked = tuple(sorted({*ir.ann_get(blk.annotations, key, ()), buffer_index}))
     ann = ir.ann_set(blk.annotations, key, marked)
@@ -73,17 +74,25 @@ def annotate_buffer_access(func: ir.Func, block: str, buffer_index: int, access:
     return replace_stmt(func, blk, new_blk), ()
 
 
-def _clipped(region: ir.BufferRegion) -> ir.BufferRegion:
+def _clipped(blk: ir.Block, region: ir.BufferRegion) -> ir.BufferRegion:
     """``region`` with each constant range cut to the buffer (a symbolic one is kept: it may leave the
-    buffer only at its edges, as a window annotated around ``2 * v`` does)."""
+    buffer at its edges, as a window annotated around ``2 * v`` does). A range that lies wholly outside
+    the buffer for some value of the block's iter vars is refused."""
+    an = Analyzer()
+    for iv in blk.iter_vars:
+        an.bind(iv.var, iv.dom)
     ranges = []
-    for rng, size in zip(region.region, region.buffer.const_shape()):
-        lo, ext = ir.as_int(rng.min), ir.as_int(rng.extent)
-        if lo is not None and ext is not None and (lo < 0 or lo + ext > size):
-            first, last = max(lo, 0), min(lo + ext, size)
-            if last <= first:
-                raise ScheduleError("annotate_buffer_access", f"the region {ir.to_text(region)} lies outside '{region.buffer.name}'")
-            rng = ir.Range(ir.const(first), ir.const(last - first))
+    for dim, (rng, size) in enumerate(zip(region.region, region.buffer.const_shape())):
+        lo, ext = an.interval(rng.min), ir.as_int(rng.extent)
+        if ext is not None and ((lo.hi is not None and lo.hi >= size) or (lo.lo is not None and lo.lo + ext <= 0)):
+            raise ScheduleError(
+                "annotate_buffer_access",
+                f"the region {ir.to_text(region)} of block '{blk.name}' lies outside '{region.buffer.name}' "
+                f"(dimension {dim}, extent {size}) for some of its iterations",
+            )
+        first = ir.as_int(rng.min)
+        if first is not None and ext is not None and (first < 0 or first + ext > size):
+            rng = ir.Range(ir.const(max(first, 0)), ir.const(min(first + ext, size) - max(first, 0)))
         ranges.append(rng)
     return ir.BufferRegion(region.buffer, tuple(ranges))
 
@@ -200,6 +209,8 @@ def _carrier(func: ir.Func, blk: ir.Block, buf: ir.Buffer, inner: ir.For) -> tup
     ``window`` is what one iteration of the loop computes along ``dim`` (the block's own loops
     relaxed), ``stride`` how far the next iteration moves. A loop qualifies for ``dim`` only if no
     loop between it and the block moves ``dim`` too: the rows of one iteration must be one window.
+    A row index that is not linear in the loop (``oi * 3 // 2 + y`` under an upscale) qualifies
+    when its first row never decreases: ``stride`` is then its smallest step (:func:`_steps`).
     """
     store = next(s for s in ir.collect(blk.body, ir.BufferStore) if s.buffer is buf)
     binding = {iv.var: b for iv, b in zip(blk.iter_vars, blk.bindings)}
@@ -210,16 +221,38 @@ def _carrier(func: ir.Func, blk: ir.Block, buf: ir.Buffer, inner: ir.For) -> tup
     dims = []
     for dim, idx in enumerate(store.indices):
         expr = binding.get(idx) if isinstance(idx, ir.Var) else None
-        lin = to_linear(simplify(expr)) if expr is not None else None
-        if lin is not None:
-            window = 1 + sum(abs(lin.coeff(f.loop_var)) * ((ir.as_int(f.extent) or 1) - 1) for f in own)
-            dims.append((dim, lin, window))
+        if expr is not None:
+            base = simplify(ir.substitute(expr, {f.loop_var: f.min for f in own}))
+            rows = to_linear(simplify(ir.Sub(expr, base)))
+            if rows is not None:
+                window = 1 + sum(abs(rows.coeff(f.loop_var)) * ((ir.as_int(f.extent) or 1) - 1) for f in own)
+                dims.append((dim, base, window))
     for k in reversed(range(len(above))):
-        for dim, lin, window in dims:
-            stride = lin.coeff(above[k].loop_var)
-            if 0 < stride < window and not any(lin.coeff(f.loop_var) for f in above[k + 1 :]):
-                return above[k], dim, window, stride
+        loop, outer = above[k], {f.loop_var for f in above[: k + 1]}
+        for dim, base, window in dims:
+            if not ir.free_vars(base) <= outer or loop.loop_var not in ir.free_vars(base):
+                continue  # a loop inside this one moves the rows, or this one does not
+            steps = _steps(base, above[: k + 1])
+            if steps and min(steps) >= 0 and min(steps) < window:
+                return loop, dim, window, min(steps)
     return None
+
+
+def _steps(base: ir.Expr, loops: list[ir.For]) -> list[int]:
+    """How far the first row ``base`` moves from each iteration of the last of ``loops`` to the next,
+    over every value of the others (empty when an extent is not constant or a step is not a constant)."""
+    loop, others = loops[-1], loops[:-1]
+    lin = to_linear(base)
+    if lin is not None and all(lin.coeff(f.loop_var) == 0 for f in others):
+        return [lin.coeff(loop.loop_var)]
+    extent = ir.as_int(loop.extent)
+    if extent is None or any(ir.as_int(f.extent) != 1 for f in others):
+        return []  # a non-linear first row is stepped through only under loops of one iteration
+    fixed = {f.loop_var: f.min for f in others}
+    values = [ir.as_int(simplify(ir.substitute(base, {**fixed, loop.loop_var: ir.Add(loop.min, ir.const(i))}))) for i in range(extent)]
+    if any(v is None for v in values):
+        return []
+    return [b - a for a, b in itertools.pairwise(values)]  # type: ignore[operator]
 
 
 def double_buffer(func: ir.Func, block: str) -> Result:
