@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import autotune
+from autotune.api import resolve_config
 from autotune.errors import AutotuneError, ConfigError
-from autotune.search import candidates
 from autotune.search import tuner as tuner_module
 
 REPO = Path(__file__).resolve().parents[1]
@@ -81,13 +81,18 @@ def test_no_output_directory_before_the_checks_pass(tmp_path: Path, monkeypatch:
         raise AssertionError("the executor was started")
 
     monkeypatch.setattr(tuner_module, "make_executor", refuse)
-    monkeypatch.setattr(candidates, "PEAK_PROBE_SAMPLES", 10)  # each probe lowers a schedule
-    cfg = autotune.api.resolve_config(config(tmp_path, peak_limit=16))
-    with pytest.raises(ConfigError, match="peak_limit 16 bytes"):
+    space = tmp_path / "space.yaml"  # 2 tiles x 3 placements: the check lowers each of them
+    space.write_text(
+        "family: cascade\nknobs: {tile_rows: [1, 2], strip: {value: 0}, parallel: {value: none}}\n"
+    )
+    data = config(tmp_path, peak_limit=16)
+    data["search"]["space"] = str(space)
+    cfg = resolve_config(data)
+    with pytest.raises(ConfigError, match="no schedule of the space fits the memory"):
         tuner_module.tune(cfg, progress=False)
     assert not (tmp_path / "out").exists()
-    with pytest.raises(ConfigError, match="peak_limit 16 bytes"):
-        autotune.tune(config(tmp_path, peak_limit=16), executor="local")
+    with pytest.raises(ConfigError, match="no schedule of the space fits the memory"):
+        autotune.tune(data, executor="local")
     assert not (tmp_path / "out").exists()
 
 
@@ -96,9 +101,9 @@ def test_a_run_config_and_a_file_give_the_same_config(tmp_path: Path) -> None:
 
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(config(tmp_path)), encoding="utf-8")
-    from_file = autotune.api.resolve_config(path, trials=5)
-    from_dict = autotune.api.resolve_config(config(tmp_path), trials=5)
-    again = autotune.api.resolve_config(from_file)
+    from_file = resolve_config(path, trials=5)
+    from_dict = resolve_config(config(tmp_path), trials=5)
+    again = resolve_config(from_file)
     assert from_file.search.trials == from_dict.search.trials == again.search.trials == 5
     assert from_file.to_dict() == again.to_dict()
     assert {**from_file.to_dict(), "name": "config"} == from_dict.to_dict()

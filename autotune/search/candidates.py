@@ -8,7 +8,6 @@
   record to it (see *What Optuna is told* below); :func:`add_logged` gives it
   the trials of a resumed log.
 - :func:`choose` is MetaSchedule's epsilon-greedy pick among ranked candidates.
-- :func:`check_peak_limit` fails fast when no schedule of the space fits the limit.
 
 What Optuna is told
 -------------------
@@ -42,11 +41,10 @@ import numpy as np
 
 from .. import ir
 from ..config import RunConfig
-from ..errors import ConfigError, PoolOverflowError, ScheduleError
+from ..errors import ConfigError, PoolOverflowError
 from ..lowering import Lowered, lower
 from ..measure.task import MeasureTask
 from ..memory import MemoryPlan, Pool
-from ..workloads import Workload
 from .records import TrialRecord
 from .space import SearchSpace
 
@@ -57,7 +55,6 @@ __all__ = [
     "PENALTY_MS",
     "Lowering",
     "add_logged",
-    "check_peak_limit",
     "choose",
     "constraint_of",
     "knobs_text",
@@ -70,7 +67,6 @@ __all__ = [
 PENALTY_MS = 1e6
 """The objective value told to Optuna for a trial without a latency (it is also infeasible)."""
 UNBOUNDED = 1 << 40
-PEAK_PROBE_SAMPLES = 200
 
 
 @dataclass(frozen=True)
@@ -143,38 +139,6 @@ def random_assignment(space: SearchSpace, rng: np.random.Generator) -> dict[str,
     for k in space.search_order():
         values[k.name] = k.choices[int(rng.integers(len(k.choices)))] if k.active(values) else k.choices[0]
     return {k.name: values[k.name] for k in space.knobs}
-
-
-def check_peak_limit(
-    space: SearchSpace, workload: Workload, pools: Sequence[Pool], planner: str, seed: int, limit: int
-) -> None:
-    """Raise ConfigError if neither the space's default nor ``PEAK_PROBE_SAMPLES`` random
-    assignments (seeded) reach a peak within ``limit``; stop at the first that does."""
-    rng = np.random.default_rng([seed, 0x9E3779B9])
-    seen: set[str] = set()
-    smallest: tuple[int, dict[str, Any]] | None = None
-    assignments = [dict(space.default())] + [random_assignment(space, rng) for _ in range(PEAK_PROBE_SAMPLES)]
-    for assignment in assignments:
-        try:
-            sch = space.apply(workload.func, assignment)
-        except ScheduleError:
-            continue
-        trace = sch.trace_json()
-        if trace in seen:
-            continue
-        seen.add(trace)
-        peak = lower_candidate(sch.func, pools, planner, seed, None).peak
-        if peak <= limit:
-            return
-        if smallest is None or peak < smallest[0]:
-            smallest = (peak, assignment)
-    if smallest is None:
-        return  # nothing applies: every trial will be invalid, and the log will say why
-    peak, assignment = smallest
-    raise ConfigError(
-        f"peak_limit {limit:,} bytes is below anything the space reaches: the smallest peak found "
-        f"is {peak:,} bytes (schedule: {knobs_text(assignment)})"
-    )
 
 
 def constraint_of(record: TrialRecord, excess: float | None = None) -> float:
@@ -281,4 +245,3 @@ def choose(predicted: np.ndarray, n: int, epsilon: float, rng: np.random.Generat
     top = [int(i) for i in order[: n - explore]]
     rest = order[n - explore :]
     return top + [int(i) for i in rng.choice(rest, size=explore, replace=False)]
-

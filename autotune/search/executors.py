@@ -378,13 +378,18 @@ class RayExecutor(Executor):
     it is used as is and left running. Each task asks for 1 CPU, and
     deadlines count from submission, so ``workers`` should not exceed the free
     CPUs of the cluster. :meth:`remeasure` is one task, on one node
-    (:attr:`remeasure_node`).
+    (:attr:`remeasure_node`). Ray's own messages below errors, and the workers' output, are
+    shown only when ``verbose``.
     """
 
     name = "ray"
 
     def __init__(
-        self, address: str | None = None, workers: int = 2, compile_allowance: float = COMPILE_ALLOWANCE_S
+        self,
+        address: str | None = None,
+        workers: int = 2,
+        compile_allowance: float = COMPILE_ALLOWANCE_S,
+        verbose: bool = False,
     ) -> None:
         _check_workers(workers, compile_allowance)
         import ray
@@ -403,7 +408,8 @@ class RayExecutor(Executor):
                 else {"address": address, "runtime_env": {"py_modules": [str(PACKAGE_DIR)]}}
             )
             try:
-                ray.init(**where, log_to_driver=False, logging_level=logging.WARNING)
+                level = logging.INFO if verbose else logging.ERROR  # ERROR: no token-auth warning per run
+                ray.init(**where, log_to_driver=verbose, logging_level=level)
             except (ConnectionError, TimeoutError) as exc:
                 raise ConfigError(
                     f"ray address {address!r}: cannot connect to the Ray cluster: {exc}"

@@ -27,6 +27,7 @@ import contextlib
 import errno
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -39,7 +40,7 @@ from .records import TrialRecord, changed_fields, config_fields, fingerprint, se
 
 __all__ = [
     "LOG_NAME", "RUN_LOG_NAME", "TrialLog", "check_resume", "check_writable", "describe_os_error",
-    "end_session", "finished_message", "load", "load_sessions", "start_session",
+    "end_session", "finished_message", "load", "load_sessions", "log_path_for", "start_session", "writing_results",
 ]  # fmt: skip
 
 LOG_NAME = "trials.jsonl"
@@ -315,3 +316,23 @@ def check_writable(directory: str | os.PathLike[str], probe_bytes: int = PROBE_B
         with contextlib.suppress(OSError):  # could not even remove it: the write error says why
             probe.unlink(missing_ok=True)
     return path
+
+
+def log_path_for(output: Path, resume: bool) -> Path:
+    """The trial log's path in ``output``, which is created (:func:`check_writable`); AutotuneError if
+    it is not writable or already holds a run (unless resuming)."""
+    path = check_writable(output) / LOG_NAME
+    if not resume and path.exists() and TrialLog.load(path):
+        raise AutotuneError(
+            f"{output} already holds a run ({path.name}); pass --resume to continue it, or choose another --output"
+        )
+    return path
+
+
+@contextlib.contextmanager
+def writing_results(output: Path) -> Iterator[None]:
+    """Turn an OSError (a full disk, say) while writing the results into a one-line AutotuneError."""
+    try:
+        yield
+    except OSError as exc:
+        raise AutotuneError(f"cannot write the results to {output}: {describe_os_error(exc)}") from exc

@@ -11,9 +11,10 @@ One round:
    with ``cost_model: none``); apply the space to each (a ScheduleError is an
    ``invalid`` trial) and lower it with the config's pools (a pool overflow or
    ``peak > peak_limit`` is ``infeasible``, with its exact peak, never
-   compiled). Both are logged at once, at most ``measure_per_round`` of them
-   per round so that they cannot use up the trial budget before anything is
-   measured; the others are told to Optuna all the same and may be logged when
+   compiled). Both are logged at once: every infeasible one (they do not use
+   the trial budget), at most ``measure_per_round`` invalid ones per round (they
+   do) so that they cannot use up the budget before anything is measured; the
+   other invalid ones are told to Optuna all the same and may be logged when
    proposed again. A candidate whose trace (or, if invalid, whose knobs) is
    already logged is not tried again: Optuna is told the logged result;
 2. rank the feasible ones with the cost model, refitted every round on the
@@ -33,9 +34,14 @@ early and judged poor; local moves around the best trials find the neighbours
 that it misses (a schedule one knob away from a 320-trial TPE best, 0.84x its
 time, was never drawn in those 320 trials; ``results/knob_variants_*.md``).
 
-The search stops when ``search.trials`` trials (measured + infeasible +
-invalid) are logged, or when three rounds in a row find nothing new (a small
-space fully explored). Then :mod:`autotune.search.best` re-measures the top
+Before the first round, :func:`~autotune.search.feasibility.check_fits` makes
+sure that some schedule of the space fits the pools and ``peak_limit`` (else a
+ConfigError with the smallest peak, and no output directory). The search stops
+when ``search.trials`` trials that use the budget are logged (``ok``, ``wrong``,
+``timeout``, ``crashed``, ``error`` and ``invalid``: every status but
+``infeasible``), when :data:`STALE_ROUNDS` rounds in a row find nothing new (a
+small space fully explored), or when :data:`IDLE_ROUNDS` rounds in a row measure
+nothing. Then :mod:`autotune.search.best` re-measures the top
 trials and the default schedule and writes ``best.json``, ``best_ir.txt`` and
 ``best_kernel.py``. The report layer sits below this one, so ``tune`` calls
 the ``report`` it is given (the CLI passes ``autotune.report.write_report``).
@@ -47,7 +53,7 @@ import contextlib
 import dataclasses
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,8 +68,9 @@ from . import candidates as cand
 from .best import TuneResult, finish, top_trials, warm_start
 from .cost_model import CostModel, make_cost_model
 from .executors import Executor, make_executor
+from .feasibility import check_fits
 from .features import FEATURE_NAMES, feature_vector, features
-from .log import TrialLog, check_writable, describe_os_error, end_session, start_session
+from .log import TrialLog, end_session, log_path_for, start_session, writing_results
 from .records import TrialRecord, trace_key
 from .space import SearchSpace, load_space
 from .stopwatch import Stopwatch
@@ -76,6 +83,12 @@ __all__ = ["LOG_NAME", "TuneResult", "tune"]
 
 LOG_NAME = "trials.jsonl"
 STALE_ROUNDS = 3
+"""The search stops after this many rounds in a row that log nothing new (a small space fully explored)."""
+IDLE_ROUNDS = 10
+"""... or after this many rounds in a row that measure nothing (every new candidate infeasible:
+infeasible trials do not use the budget, so without this a space whose feasible part the sampler
+cannot find would run for ever; :func:`~autotune.search.feasibility.check_fits` has shown that
+some schedule fits)."""
 
 
 @dataclass(frozen=True)
@@ -137,8 +150,13 @@ class _Search:
 
     # ---- bookkeeping -------------------------------------------------------
     @property
+    def measured(self) -> int:
+        """Trials that use the budget: every logged status but ``infeasible``."""
+        return sum(n for status, n in self.counts.items() if status != "infeasible")
+
+    @property
     def remaining(self) -> int:
-        return self.cfg.search.trials - len(self.log.records)
+        return self.cfg.search.trials - self.measured
 
     def _row(self, lowering: cand.Lowering) -> list[float]:
         assert lowering.lowered is not None
@@ -165,7 +183,8 @@ class _Search:
             f"infeasible {self.counts['infeasible']}, invalid {self.counts['invalid']}, failed {failed}",
             refresh=False,
         )
-        self.bar.update(1)
+        if record.status != "infeasible":
+            self.bar.update(1)
 
     def _replay_row(self, trace: str) -> list[float] | None:
         try:
@@ -186,9 +205,10 @@ class _Search:
         return self.next_trial - 1
 
     # ---- one round ---------------------------------------------------------
-    def run_round(self) -> int:
-        """Propose, filter, rank and measure one batch; return how many trials it logged."""
-        before = len(self.log.records)
+    def run_round(self) -> tuple[int, int]:
+        """Propose, filter, rank and measure one batch; return how many trials it logged, and how
+        many of them use the budget."""
+        before, measured = len(self.log.records), self.measured
         if self.model.ranks:
             with self.clock("model"):
                 self.model.fit(_matrix(self.rows), np.asarray(self.times, dtype=float))
@@ -206,7 +226,7 @@ class _Search:
                 feasible.append(c)
         self._measure(feasible, twins)
         self.round += 1
-        return len(self.log.records) - before
+        return len(self.log.records) - before, self.measured - measured
 
     def _mutants(self, n: int) -> list[dict[str, Any]]:
         """``n`` mutations (one or two knobs each, :meth:`SearchSpace.mutate`) of the best ``ok``
@@ -266,11 +286,15 @@ class _Search:
         return _Candidate(trial, knobs, trace, key, low, row)
 
     def _settle(self, trials: list[Any], excess: float, make: Callable[[int], TrialRecord]) -> None:
-        """Log an invalid or infeasible candidate and tell Optuna; past the round's share of
-        ``measure_per_round`` such trials, tell Optuna only (it may be logged in a later round)."""
-        if self.settled < self.cfg.search.measure_per_round and self.remaining > 0:
-            self.settled += 1
-            record = make(self._number())
+        """Log an invalid or infeasible candidate and tell Optuna. Infeasible ones do not use the
+        budget and are all logged; past the round's share of ``measure_per_round`` invalid ones,
+        tell Optuna only (it may be logged in a later round)."""
+        record = make(self.next_trial)
+        if record.status == "infeasible" or (
+            self.settled < self.cfg.search.measure_per_round and self.remaining > 0
+        ):
+            self.settled += record.status != "infeasible"
+            self._number()  # the number the record took
             self._append(record)
             for t in trials:
                 cand.tell(self.study, t, record, excess)
@@ -315,16 +339,6 @@ def _matrix(rows: list[list[float]]) -> np.ndarray:
     return np.asarray(rows, dtype=float).reshape(len(rows), len(FEATURE_NAMES))
 
 
-def _check_output(output: Path, resume: bool) -> Path:
-    """The log's path; AutotuneError if ``output`` is not writable or already holds a run (unless resuming)."""
-    path = check_writable(output) / LOG_NAME
-    if not resume and path.exists() and TrialLog.load(path):
-        raise AutotuneError(
-            f"{output} already holds a run ({path.name}); pass --resume to continue it, or choose another --output"
-        )
-    return path
-
-
 def tune(
     cfg: RunConfig,
     resume: bool = False,
@@ -333,13 +347,15 @@ def tune(
     executor: str | Executor = "ray",
     report: Callable[[Path], object] | None = None,
     stop: Callable[[], bool] | None = None,
+    verbose: bool = False,
 ) -> TuneResult:
     """Search ``cfg``'s space, re-measure the best trials against the default schedule, write the outputs.
 
     ``executor`` is a registered name (``"ray"`` uses ``cfg.ray``; ``"local"``
     runs ``cfg.ray.workers`` processes) or an executor the caller owns.
     ``report(output)`` runs last. When ``stop()`` turns true the search raises KeyboardInterrupt
-    before its next round (the CLI's first Ctrl-C). ``result.driver`` says where the search
+    before its next round (the CLI's first Ctrl-C). ``verbose`` shows Ray's own messages.
+    ``result.driver`` says where the search
     loop's wall time went: waiting on the executor, or the driver's own parts
     (:class:`~autotune.search.stopwatch.DriverTime`). Raises AutotuneError if
     ``output`` already holds a log and ``resume`` is False, or if no trial is
@@ -349,32 +365,34 @@ def tune(
     wl = load_workload(cfg.workload)
     space = load_space(cfg.search.space, wl, cfg.memory.pools)
     mem = cfg.memory
-    if mem.peak_limit is not None:
-        cand.check_peak_limit(space, wl, mem.pools, mem.planner, cfg.search.seed, mem.peak_limit)
+    # some schedule must fit: infeasible trials do not use the budget, so none fitting would never end
+    check_fits(space, wl, mem.pools, mem.planner, cfg.search.seed, mem.peak_limit)
     warm = [] if cfg.search.warm_start is None else warm_start(cfg.search.warm_start, space)
     model = make_cost_model(cfg.search.cost_model, cfg.search.seed)
     owned = isinstance(executor, str)
     if isinstance(executor, str):
         kwargs: dict[str, Any] = {"workers": cfg.ray.workers}
         if executor == "ray":
-            kwargs["address"] = cfg.ray.address
+            kwargs.update(address=cfg.ray.address, verbose=verbose)
         executor = make_executor(executor, **kwargs)  # an unreachable cluster: refused here
     try:
-        log_path = _check_output(output, resume)  # the output directory is made once the checks pass
+        log_path = log_path_for(output, resume)  # the output directory is made once the checks pass
         with TrialLog(log_path) as log:
             start_session(log, cfg)  # machine, versions, config fingerprint; refuses a changed config
             search = _Search(cfg, wl, space, log, model, executor, progress, warm)
             try:
-                stale = 0
-                while search.remaining > 0 and stale < STALE_ROUNDS:
+                stale = idle = 0
+                while search.remaining > 0 and stale < STALE_ROUNDS and idle < IDLE_ROUNDS:
                     if stop is not None and stop():  # every trial of the rounds so far is logged
                         raise KeyboardInterrupt
                     with search.clock("optuna"):  # the parts inside are charged to themselves
-                        stale = 0 if search.run_round() else stale + 1
+                        logged, measured = search.run_round()
+                    stale = 0 if logged else stale + 1
+                    idle = 0 if measured else idle + 1
             finally:
                 search.close()
             driver = search.clock.snapshot()
-            with _writing(output):  # best.json, best_ir.txt, best_kernel.py
+            with writing_results(output):  # best.json, best_ir.txt, best_kernel.py
                 result = dataclasses.replace(finish(cfg, wl, list(log.records), executor), driver=driver)
                 end_session(log)
     except AutotuneError:
@@ -387,15 +405,6 @@ def tune(
         if owned:
             executor.close()
     if report is not None:
-        with _writing(output):
+        with writing_results(output):
             report(output)
     return result
-
-
-@contextlib.contextmanager
-def _writing(output: Path) -> Iterator[None]:
-    """Turn an OSError (a full disk, say) while writing the results into a one-line AutotuneError."""
-    try:
-        yield
-    except OSError as exc:
-        raise AutotuneError(f"cannot write the results to {output}: {describe_os_error(exc)}") from exc

@@ -19,7 +19,6 @@ from autotune import cli
 from autotune.config import RunConfig, load_config
 from autotune.errors import AutotuneError, ConfigError
 from autotune.measure.result import MeasureResult
-from autotune.search import candidates
 from autotune.search.log import TrialLog
 from autotune.search.tuner import tune
 
@@ -39,6 +38,11 @@ def records(out: Path) -> list[Any]:
     return TrialLog.load(out / "trials.jsonl")
 
 
+def measured(logged: list[Any]) -> list[Any]:
+    """The trials that use the budget: all but the infeasible ones."""
+    return [r for r in logged if r.status != "infeasible"]
+
+
 # ---------------------------------------------------------------- end to end, on Ray, through the CLI
 
 
@@ -49,7 +53,8 @@ def test_ray_run_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert cli.main(argv) == 0
     printed = capsys.readouterr().out
     logged = records(out)
-    assert len(logged) == 8 and len({r.trial for r in logged}) == 8
+    measured = [r for r in logged if r.status != "infeasible"]  # infeasible ones do not use the budget
+    assert len(measured) == 8 and len({r.trial for r in logged}) == len(logged)
     assert {r.node for r in logged if r.ok} - {""}  # measured on Ray nodes
     for name in ("best.json", "best_ir.txt", "best_kernel.py", "report.md", "trials.parquet", "trials.csv",
                  "convergence.png", "pareto.png", "pools.png"):  # fmt: skip
@@ -88,7 +93,7 @@ def test_xgboost_and_none_propose_the_same_first_round(tmp_path: Path) -> None:
         result = tune(cfg, progress=False, executor=InProcess())
         assert result.best.ok and (cfg.output / "best.json").exists()
         runs[model] = round_zero(cfg.output)
-        assert len(records(cfg.output)) == 4
+        assert len(measured(records(cfg.output))) == 4
     # the same proposals (two of them may give one schedule: it is measured once)
     assert runs["xgboost"] == runs["none"]
     assert len(runs["none"]) >= 2
@@ -107,7 +112,7 @@ def test_resume_after_a_kill_measures_nothing_twice(tmp_path: Path) -> None:
     tune(cfg, progress=False, executor=InProcess())
     log = cfg.output / "trials.jsonl"
     lines = log.read_bytes().splitlines(keepends=True)
-    assert len(lines) == 6
+    assert len(measured(records(cfg.output))) == 6 and len(lines) >= 6
     log.write_bytes(b"".join(lines[:3]) + lines[3][: len(lines[3]) // 2])  # killed while writing trial 4
     with pytest.raises(AutotuneError, match="already holds a run"):
         tune(cfg, progress=False, executor=InProcess())
@@ -116,12 +121,12 @@ def test_resume_after_a_kill_measures_nothing_twice(tmp_path: Path) -> None:
     executor = InProcess()
     tune(cfg, resume=True, progress=False, executor=executor)
     after = records(cfg.output)
-    assert len(after) == 6
+    assert len(measured(after)) == 6
     ids = [identity(r) for r in after]
-    assert len(set(ids)) == 6 and ids[:3] == before
+    assert len(set(ids)) == len(after) and ids[:3] == before
     assert len({r.key for r in after if r.status != "invalid"}) == sum(r.status != "invalid" for r in after)
     assert executor.calls == sum(1 for r in after[3:] if r.status not in ("infeasible", "invalid"))
-    assert len({r.trial for r in after}) == 6
+    assert len({r.trial for r in after}) == len(after)
 
 
 # ---------------------------------------------------------------- failing candidates
@@ -146,30 +151,13 @@ def test_every_candidate_failing_is_an_error_after_logging(tmp_path: Path) -> No
     crash = MeasureResult.failure("crashed", "the worker died: exit code -11")
     cfg = load_config(write_config(tmp_path, "allbad", trials=3, cost_model="none", peak_limit=None))
     with pytest.raises(
-        AutotuneError, match=r"no trial was ok \(\d crashed(, \d infeasible)?\); the reasons are in"
+        AutotuneError, match=r"no trial was ok \(\d+ crashed(, \d+ infeasible)?\); the reasons are in"
     ):
         tune(cfg, progress=False, executor=InProcess(dict.fromkeys(range(10), crash)))
-    assert len(records(cfg.output)) == 3
+    assert len(measured(records(cfg.output))) == 3
 
 
 # ---------------------------------------------------------------- peak limit
-
-
-def test_peak_limit_below_the_space_fails_fast(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    cfg_path = write_config(tmp_path, "tight", peak_limit=100)
-    pattern = (
-        r"^peak_limit 100 bytes is below anything the space reaches: the smallest peak found is "
-        r"576 bytes \(schedule: tile_rows=1, at_pool1=tile, mode_pool1=\w+, .*strip=4, .*\)$"
-    )  # one row per tile: a rolling window holds the same 3 rows as a recomputed one
-    with pytest.raises(ConfigError, match=pattern):
-        tune(load_config(cfg_path), progress=False, executor=InProcess())
-    assert not (tmp_path / "tight" / "trials.jsonl").exists()
-    # the CLI's exit code and message: fewer probes will do (each one lowers a candidate)
-    monkeypatch.setattr(candidates, "PEAK_PROBE_SAMPLES", 20)
-    assert cli.main(["run", str(cfg_path), "--no-progress"]) == 2
-    assert capsys.readouterr().err.startswith("autotune: error: peak_limit 100 bytes is below")
 
 
 def test_infeasible_trials_carry_their_peak(tmp_path: Path) -> None:
@@ -178,6 +166,7 @@ def test_infeasible_trials_carry_their_peak(tmp_path: Path) -> None:
     logged = records(cfg.output)
     infeasible = [r for r in logged if r.status == "infeasible"]
     assert infeasible, "the 4 KiB limit rules out most tiles"
+    assert len(measured(logged)) == 6  # the budget counts measured trials only
     for r in infeasible:
         assert r.peak_bytes is not None and r.reason
         assert r.peak_bytes > 4096 or "overflow" in r.reason
@@ -190,20 +179,22 @@ def test_knobs_that_do_not_matter_are_recorded_at_their_default(tmp_path: Path) 
     cfg = load_config(write_config(tmp_path, "conditional", trials=16, cost_model="none", peak_limit=None))
     tune(cfg, progress=False, executor=InProcess())
     logged = [dict(r.knobs) for r in records(cfg.output)]
-    assert len(logged) == 16
+    assert len(measured(records(cfg.output))) == 16
     for stage in ("pool1", "pool2"):
         dead = [k for k in logged if not k[f"unroll_{stage}"] or k[f"fuse_{stage}"]]
         assert dead and all(k[f"jam_{stage}"] == 1 for k in dead)
     # and a resumed run hands Optuna the same (active) parameters without complaint
     more = load_config(write_config(tmp_path, "conditional", trials=20, cost_model="none", peak_limit=None))
     tune(more, progress=False, executor=InProcess(), resume=True)
-    assert len(records(cfg.output)) == 20
+    assert len(measured(records(cfg.output))) == 20
 
 
 # ---------------------------------------------------------------- mutation
 
 
-def test_mutation_enqueues_neighbours_of_the_best_trials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_mutation_enqueues_neighbours_of_the_best_trials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import optuna
 
     enqueued: list[tuple[int, dict[str, Any]]] = []  # (trials logged before, knobs)
@@ -214,17 +205,22 @@ def test_mutation_enqueues_neighbours_of_the_best_trials(tmp_path: Path, monkeyp
         real(self, params, *args, **kwargs)
 
     monkeypatch.setattr(optuna.study.Study, "enqueue_trial", spy)
-    cfg = load_config(write_config(tmp_path, "mut", trials=12, cost_model="none", mutation=1.0, peak_limit=None))
+    cfg = load_config(
+        write_config(tmp_path, "mut", trials=12, cost_model="none", mutation=1.0, peak_limit=None)
+    )
     tune(cfg, progress=False, executor=InProcess())
     logged = records(cfg.output)
     assert len(enqueued) >= 3
     for before, knobs in enqueued:
-        ok = sorted((r for r in logged[:before] if r.status == "ok"), key=lambda r: (r.median_ms, r.trial))[:4]
+        ok = sorted((r for r in logged[:before] if r.status == "ok"), key=lambda r: (r.median_ms, r.trial))[
+            :4
+        ]
         assert ok, "a mutation before any ok trial"
         # at most two knobs away from one of them (a knob switched off takes its dependants back to
         # their defaults; a mutant of one parent may also be another of the four)
         changed = min(
-            sum(1 for k, v in knobs.items() if dict(p.knobs)[k] != v and k not in _dependants(p, knobs)) for p in ok
+            sum(1 for k, v in knobs.items() if dict(p.knobs)[k] != v and k not in _dependants(p, knobs))
+            for p in ok
         )
         assert changed <= 2, (knobs, [p.knobs for p in ok])
     # mutation 0 (the default) leaves the sampler alone
@@ -240,7 +236,10 @@ def _dependants(parent: Any, child: dict[str, Any]) -> set[str]:
     p = dict(parent.knobs)
     out = set()
     for stage in ("pool1", "pool2"):
-        if any(p.get(f"{c}_{stage}") != child.get(f"{c}_{stage}", p.get(f"{c}_{stage}")) for c in ("unroll", "fuse")):
+        if any(
+            p.get(f"{c}_{stage}") != child.get(f"{c}_{stage}", p.get(f"{c}_{stage}"))
+            for c in ("unroll", "fuse")
+        ):
             out |= {f"jam_{stage}", f"jamrows_{stage}"}
     if p.get("parallel") != child.get("parallel", p.get("parallel")):
         out.add("copy_pad")
@@ -251,7 +250,15 @@ def test_warm_start_proposes_an_earlier_best_first(tmp_path: Path) -> None:
     first = load_config(write_config(tmp_path, "first", trials=4, cost_model="none", peak_limit=None))
     best = json.loads((tune(first, progress=False, executor=InProcess()).output / "best.json").read_text())
     cfg = load_config(
-        write_config(tmp_path, "warm", trials=3, cost_model="none", peak_limit=None, seed=11, warm_start="first/best.json")
+        write_config(
+            tmp_path,
+            "warm",
+            trials=3,
+            cost_model="none",
+            peak_limit=None,
+            seed=11,
+            warm_start="first/best.json",
+        )
     )
     assert cfg.search.warm_start == (tmp_path / "first" / "best.json").resolve()
     tune(cfg, progress=False, executor=InProcess())
@@ -260,7 +267,9 @@ def test_warm_start_proposes_an_earlier_best_first(tmp_path: Path) -> None:
     # a value the space does not offer names the file and the knob; nothing is logged
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"knobs": {**best["knobs"], "strip": 5}}))
-    cfg = load_config(write_config(tmp_path, "bad", trials=3, cost_model="none", peak_limit=None, warm_start="bad.json"))
+    cfg = load_config(
+        write_config(tmp_path, "bad", trials=3, cost_model="none", peak_limit=None, warm_start="bad.json")
+    )
     message = f"{bad}: search.warm_start: knob 'strip' is 5, not one of its choices [0, 4, 8]"
     with pytest.raises(ConfigError, match=re.escape(message)):
         tune(cfg, progress=False, executor=InProcess())
