@@ -119,6 +119,7 @@ def tune(
     ray_address: str | None = None,
     progress: bool = False,
     stop: Callable[[], bool] | None = None,
+    verbose: bool = False,
 ) -> Tuned:
     """Search the config's schedule space, re-measure the best, write the run directory; return it.
 
@@ -128,7 +129,7 @@ def tune(
     ``seed``, ``workers`` and ``ray_address`` override the config. ``resume`` continues the run
     logged in the output directory (a changed config is refused; a finished run is returned as it
     is). ``stop()`` turning true stops the search before its next round (KeyboardInterrupt, the
-    trials so far logged). Raises AutotuneError (ConfigError for a bad config) with the reason.
+    trials so far logged); ``verbose`` shows Ray's own messages. Raises AutotuneError (ConfigError for a bad config) with the reason.
     """
     overrides = {
         "trials": trials,
@@ -146,7 +147,7 @@ def tune(
             return _tuned(out, None)
     with undo_on_failure(out):
         result = _tune(
-            cfg, resume=resume, progress=progress, executor=executor, report=report.write_report, stop=stop
+            cfg, resume, progress, executor=executor, report=report.write_report, stop=stop, verbose=verbose
         )
     return _tuned(out, result)
 

@@ -420,9 +420,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             return EXIT_OK
     try:
         with _StopOnInterrupt() as stop, undo_on_failure(output):
-            tune(
-                cfg, resume=args.resume, progress=not args.no_progress, report=report.write_report, stop=stop
-            )
+            progress = not (args.no_progress or args.quiet)
+            tune(cfg, args.resume, progress, report=report.write_report, stop=stop, verbose=args.verbose)
     except KeyboardInterrupt:
         if not holds_trials(output):
             print("autotune: interrupted before the first trial; nothing was kept", file=sys.stderr)
@@ -435,9 +434,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             )
         return EXIT_INTERRUPTED
     best = report.read_best(cfg.output)
-    print(report.summary(report.load_results(cfg.output)))
+    if not args.quiet:
+        print(report.summary(report.load_results(cfg.output)))
     if best is not None:
-        print(f"best trace (trial {best['trial']}):\n{report.trace_text(best['trace'])}")
+        if not args.quiet:
+            print(f"best trace (trial {best['trial']}):\n{report.trace_text(best['trace'])}")
         print(report.result_line(best))
     print(f"results: {cfg.output}")
     return EXIT_OK
@@ -445,10 +446,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Print a run's summary. For a run directory, also rebuild its tables, plots and report.md;
-    a ``trials.jsonl`` or ``trials.parquet`` file is only summarised (nothing is written)."""
-    path = Path(args.path)
+    a ``trials.jsonl`` or ``trials.parquet`` file is only summarised (nothing is written).
+    Two or more paths: one table with a column per run (nothing is written)."""
+    if len(args.paths) > 1:
+        print(report.compare_runs(args.paths))
+        return EXIT_OK
+    path = Path(args.paths[0])
     df = report.load_results(path)  # a clear error for anything else
-    print(report.summary(df))
+    if not args.quiet:
+        print(report.summary(df))
     if not path.is_dir():
         return EXIT_OK
     written = report.write_report(path)
@@ -470,11 +476,15 @@ def _add_run_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     p.add_argument("--seed", type=int, metavar="S", help="seed of the search (overrides search.seed)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(run=cmd_run)
-    p = sub.add_parser("report", help="summarise a run directory; rebuild report.md and its plots")
+    p = sub.add_parser(
+        "report", help="summarise a run directory, rebuild report.md and its plots; or compare runs"
+    )
     p.add_argument(
-        "path",
+        "paths",
+        nargs="+",
         metavar="PATH",
-        help="the output directory of `autotune run` (report.md rebuilt), or a trials.jsonl or trials.parquet",
+        help="the output directory of `autotune run` (report.md rebuilt), or a trials.jsonl or trials.parquet; "
+        "two or more: the runs side by side",
     )
     p.set_defaults(run=cmd_report)
 
@@ -520,6 +530,7 @@ def _add_workload_args(p: argparse.ArgumentParser, optional: bool = False) -> No
 def build_parser() -> argparse.ArgumentParser:
     """The ``autotune`` argument parser; each subcommand sets ``run`` to its handler."""
     parser = argparse.ArgumentParser(prog="autotune", description="Memory-aware schedule autotuner.")
+    _add_verbosity(parser, False)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     p = sub.add_parser("workloads", help="list the built-in chains and their parameters")
     p.set_defaults(run=cmd_workloads)
@@ -543,7 +554,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--draw", metavar="PNG", help="also write a picture of the memory plan")
     p.set_defaults(run=cmd_check)
     _add_run_parsers(sub)
+    for name, subparser in sub.choices.items():
+        if name != "workloads":
+            _add_verbosity(subparser, argparse.SUPPRESS)  # also after the command: autotune run X -q
     return parser
+
+
+def _add_verbosity(p: argparse.ArgumentParser, default: Any) -> None:
+    """``-v`` (Ray's own messages and its workers' output) and ``-q`` (no progress bar, only the result
+    line), before or after the command."""
+    group = p.add_mutually_exclusive_group()
+    group.add_argument(
+        "-v", "--verbose", action="store_true", default=default, help="also show Ray's own messages"
+    )
+    group.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        default=default,
+        help="no progress bar or tables: the result only",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,12 +9,19 @@ This is the only layer that imports pandas (inside its functions)::
 
 from __future__ import annotations
 
+from .analysis import NOISE_THRESHOLD, format_ms, knob_importance, noisy
+from .compare import compare_runs
 from .document import read_best, result_line, trace_text, write_report
 from .plots import plot_convergence, plot_pareto
 from .results import load_results, pareto_front, summary, write_tables
 
 __all__ = [
+    "NOISE_THRESHOLD",
+    "compare_runs",
+    "format_ms",
+    "knob_importance",
     "load_results",
+    "noisy",
     "pareto_front",
     "plot_convergence",
     "plot_pareto",

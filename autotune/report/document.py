@@ -20,6 +20,7 @@ from ..files import write_atomic
 from ..lowering import lower
 from ..memory import Pool, draw, format_size
 from ..schedule import Schedule
+from .analysis import NOISE_THRESHOLD, format_ms, knob_importance, noisy
 from .plots import plot_convergence, plot_pareto
 from .results import load_results, summary, write_tables
 
@@ -48,7 +49,7 @@ def draw_best_plan(best: dict[str, Any], path: str | os.PathLike[str]) -> Path:
 
 
 def _ms(value: Any) -> str:
-    return "-" if value is None else f"{value:.4g} ms"
+    return format_ms(value)
 
 
 def trace_text(trace: dict[str, Any]) -> str:
@@ -109,6 +110,39 @@ def _result_lines(best: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _noise_lines(df: Any) -> list[str]:
+    flags = noisy(df)
+    ok = int((df["status"] == "ok").sum())
+    lines = [
+        f"Noisy trials: {int(flags.sum())} of {ok} ok trials have a median - min or an IQR above "
+        f"{NOISE_THRESHOLD:.0%} of their median (marked `*` above); their latency is less certain.",
+        "",
+    ]
+    if flags.any():
+        shown = ", ".join(str(t) for t in df.loc[flags, "trial"].head(20))
+        lines[-2] += f" Trials: {shown}{', ...' if int(flags.sum()) > 20 else ''}."
+    return lines
+
+
+def _importance_lines(df: Any, top: int = 10) -> list[str]:
+    table = knob_importance(df)
+    if table.empty:
+        return []
+    lines = [
+        "## Which knobs mattered",
+        "",
+        "Share of the variance of log(median latency) over the ok trials explained by each knob's value "
+        "alone (eta squared, one knob at a time). Descriptive, not causal: knobs drawn together share "
+        "credit, so the shares overlap and need not sum to 1.",
+        "",
+        "| knob | share | values seen | fastest value (mean) |",
+        "| --- | ---: | ---: | --- |",
+    ]
+    for _, row in table.head(top).iterrows():
+        lines.append(f"| `{row['knob']}` | {row['share']:.0%} | {row['values']} | `{row['best']}` |")
+    return [*lines, ""]
+
+
 def run_lines(run: dict[str, Any]) -> list[str]:
     """best.json's ``run`` as Markdown: when, on what machine, with which versions, which config."""
     host = run.get("machine", {})
@@ -145,7 +179,7 @@ def write_report(directory: str | os.PathLike[str]) -> Path:
             md += ["## Run", "", *run_lines(best["run"]), ""]
     else:
         md += ["The run has not finished: there is no `best.json` yet.", ""]
-    md += ["## Trials", "", "```text", summary(df), "```", ""]
+    md += ["## Trials", "", "```text", summary(df), "```", "", *_noise_lines(df), *_importance_lines(df)]
     if best is not None:
         md += ["## Best schedule (trace)", "", "```json", trace_text(best["trace"]), "```", ""]
         md += ["Lowered IR: [best_ir.txt](best_ir.txt); kernel: [best_kernel.py](best_kernel.py).", ""]

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..files import write_atomic
+from .analysis import latency_unit
 from .results import pareto_front
 
 if TYPE_CHECKING:
@@ -43,6 +44,11 @@ def _save(fig: Figure, path: str | os.PathLike[str]) -> Path:
     return write_atomic(out, buf.getvalue())
 
 
+def _unit(ok: pd.DataFrame) -> tuple[str, float]:
+    """The latency unit of a plot (µs, ms or s), chosen by the median of the ok trials' medians."""
+    return latency_unit(float(ok["median_ms"].median())) if not ok.empty else ("ms", 1.0)
+
+
 def plot_convergence(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
     """Each ``ok`` trial's median latency by trial number, the best so far as a step line,
     and a tick along the bottom for every trial that has no latency."""
@@ -50,9 +56,10 @@ def plot_convergence(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
     ax = fig.add_subplot(1, 1, 1)
     ordered = df.sort_values("trial", kind="stable")
     ok = ordered[ordered["status"] == "ok"]
+    unit, scale = _unit(ok)
     if not ok.empty:
-        ax.scatter(ok["trial"], ok["median_ms"], s=16, color="C0", label="ok trial", zorder=3)
-        best = ok["median_ms"].cummin()
+        ax.scatter(ok["trial"], ok["median_ms"] / scale, s=16, color="C0", label="ok trial", zorder=3)
+        best = ok["median_ms"].cummin() / scale
         ax.step(ok["trial"], best, where="post", color="C1", label="best so far", zorder=2)
         ax.set_yscale("log")
     for status, (marker, colour) in _FAILED.items():
@@ -70,7 +77,7 @@ def plot_convergence(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
         ax.set_xlim(ordered["trial"].min() - 0.5, ordered["trial"].max() + 0.5)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("trial")
-    ax.set_ylabel("median latency (ms)")
+    ax.set_ylabel(f"median latency ({unit})")
     ax.set_title(f"convergence: {len(ok)} ok of {len(df)} trials")
     if len(df):
         ax.legend(fontsize=8, loc="upper right")
@@ -84,10 +91,13 @@ def plot_pareto(df: pd.DataFrame, path: str | os.PathLike[str], peak_limit: int 
     ax = fig.add_subplot(1, 1, 1)
     ok = df[df["status"] == "ok"]
     kib = 1024.0
+    unit, scale = _unit(ok)
     if not ok.empty:
-        ax.scatter(ok["peak_bytes"].astype(float) / kib, ok["median_ms"], s=16, color="C0", label="ok trial")
+        ax.scatter(
+            ok["peak_bytes"].astype(float) / kib, ok["median_ms"] / scale, s=16, color="C0", label="ok trial"
+        )
         front = pareto_front(df)
-        ax.step(front["peak_bytes"].astype(float) / kib, front["median_ms"], where="post", color="C1",
+        ax.step(front["peak_bytes"].astype(float) / kib, front["median_ms"] / scale, where="post", color="C1",
                 marker="o", label="Pareto front")  # fmt: skip
         ax.set_yscale("log")
     bad = df[(df["status"] == "infeasible") & df["peak_bytes"].notna()]
@@ -101,7 +111,7 @@ def plot_pareto(df: pd.DataFrame, path: str | os.PathLike[str], peak_limit: int 
     if right > 0:
         ax.set_xlim(0, right * 1.05)
     ax.set_xlabel("peak workspace (KiB)")
-    ax.set_ylabel("median latency (ms)")
+    ax.set_ylabel(f"median latency ({unit})")
     ax.set_title("latency against peak memory")
     if len(df):
         ax.legend(fontsize=8, loc="upper right")

@@ -144,7 +144,10 @@ def _bytes(value: Any) -> str:
 
 
 def summary(df: pd.DataFrame, top: int = 5) -> str:
-    """Counts by status, then the ``top`` fastest ``ok`` trials as a table."""
+    """Counts by status, then the ``top`` fastest ``ok`` trials as a table, latencies in µs, ms or s;
+    a noisy trial (:func:`~autotune.report.analysis.noisy`) is marked ``*``."""
+    from .analysis import NOISE_THRESHOLD, format_ms, noisy
+
     counts = df["status"].value_counts()
     order = [s for s in TRIAL_STATUSES if s in counts.index]
     lines = [f"trials: {len(df)} (" + ", ".join(f"{s} {int(counts[s])}" for s in order) + ")"]
@@ -152,18 +155,25 @@ def summary(df: pd.DataFrame, top: int = 5) -> str:
     if ok.empty:
         lines.append("no ok trial")
         return "\n".join(lines)
+    flags = noisy(df)
     knob_cols = [c for c in df.columns if c.startswith("knob.")]
-    header = ["trial", "median ms", "min ms", "IQR ms", "peak bytes", "knobs"]
+    header = ["trial", "median", "min", "IQR", "peak bytes", "knobs"]
     rows = [
         [
-            str(row["trial"]), f"{row['median_ms']:.4g}", f"{row['min_ms']:.4g}", f"{row['iqr_ms']:.4g}",
-            _bytes(row["peak_bytes"]), _knobs(row, knob_cols),
+            f"{row['trial']}{'*' if flags[i] else ''}", format_ms(row["median_ms"]), format_ms(row["min_ms"]),
+            format_ms(row["iqr_ms"]), _bytes(row["peak_bytes"]), _knobs(row, knob_cols),
         ]
-        for _, row in ok.iterrows()
+        for i, row in ok.iterrows()
     ]  # fmt: skip
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
     lines.append(f"best {len(rows)} ok:")
     for r in [header, *rows]:
         cells = [c.rjust(w) for c, w in zip(r[:-1], widths)]
         lines.append("  " + "  ".join([*cells, r[-1]]).rstrip())
+    n = int(flags.sum())
+    if n:
+        lines.append(
+            f"* noisy: {n} of {int(counts['ok'])} ok trials have median - min or IQR above "
+            f"{NOISE_THRESHOLD:.0%} of their median (timed on a busy machine?)"
+        )
     return "\n".join(lines)

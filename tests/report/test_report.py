@@ -134,8 +134,9 @@ def test_summary_counts_and_best_five(run_dir: Path) -> None:
     lines = text.splitlines()
     assert lines[0] == "trials: 8 (ok 4, infeasible 1, invalid 1, wrong 1, crashed 1)"
     assert lines[1] == "best 4 ok:"
-    assert lines[2].split() == ["trial", "median", "ms", "min", "ms", "IQR", "ms", "peak", "bytes", "knobs"]
+    assert lines[2].split() == ["trial", "median", "min", "IQR", "peak", "bytes", "knobs"]
     assert [int(line.split()[0]) for line in lines[3:]] == [6, 2, 4, 0]
+    assert lines[3].split()[1:7] == ["500", "µs", "450", "µs", "25", "µs"]  # latencies in their unit
     assert "16,000" in lines[3] and "tile_rows=8, mode=rolling" in lines[3]
 
 
@@ -165,7 +166,7 @@ def test_report_of_a_finished_run(run_dir: Path) -> None:
     best = best_json(run_dir, RECORDS[6])
     text = write_report(run_dir).read_text()
     assert text.startswith("# autotune report: handmade")
-    line = "best: 0.5 ms, 2.50x faster than the default schedule (1.25 ms), uses 1/4.0 of its workspace"
+    line = "best: 500 µs, 2.50x faster than the default schedule (1.25 ms), uses 1/4.0 of its workspace"
     assert line in text and line in result_line(best)
     assert trace_text(best["trace"]) in text
     assert json.loads(trace_text(best["trace"])) == best["trace"]
@@ -187,7 +188,7 @@ def test_result_line_when_the_best_uses_more_memory(run_dir: Path) -> None:
 def test_result_line_when_the_best_measures_slower_than_the_default(run_dir: Path) -> None:
     best = best_json(run_dir, RECORDS[6])
     best["speedup"] = 0.25
-    assert result_line(best).startswith("best: 0.5 ms, 4.00x slower than the default schedule (1.25 ms)")
+    assert result_line(best).startswith("best: 500 µs, 4.00x slower than the default schedule (1.25 ms)")
 
 
 def test_cli_report(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:

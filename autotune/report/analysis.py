@@ -1,0 +1,81 @@
+"""Figures drawn from a trial table: readable latency units, noisy trials, which knobs mattered.
+
+- :func:`format_ms` / :func:`latency_unit` write milliseconds as µs, ms or s by magnitude.
+- :func:`noisy` flags ``ok`` trials whose timing spread is large against their median:
+  ``(median - min) / median`` or ``IQR / median`` above :data:`NOISE_THRESHOLD`. A trial timed
+  while the machine was busy shows a median far above its minimum (median 2.0 ms, min 0.011 ms).
+- :func:`knob_importance` is a one-knob-at-a-time variance split over the ``ok`` trials: for each
+  knob, the share of the variance of log(median latency) explained by grouping the trials by that
+  knob's value (the correlation ratio, eta squared). It is descriptive, not causal: the sampler
+  draws knobs together, so the shares of correlated knobs overlap and need not sum to 1, and a
+  knob with few trials per value looks more important than it is (the count is shown).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["NOISE_THRESHOLD", "format_ms", "knob_importance", "latency_unit", "noise", "noisy"]
+
+NOISE_THRESHOLD = 0.5
+"""An ``ok`` trial is noisy when ``(median - min) / median`` or ``IQR / median`` exceeds this."""
+_UNITS = (("s", 1000.0), ("ms", 1.0), ("µs", 1e-3), ("ns", 1e-6))
+
+
+def latency_unit(ms: float) -> tuple[str, float]:
+    """The unit to show a latency of ``ms`` milliseconds in, and the milliseconds per unit."""
+    magnitude = abs(ms)
+    for unit, scale in _UNITS:
+        if magnitude >= scale:
+            return unit, scale
+    return _UNITS[-1]
+
+
+def format_ms(ms: float | None, digits: int = 4) -> str:
+    """``0.0123`` -> ``12.3 µs``, ``4.5`` -> ``4.5 ms``, ``1234`` -> ``1.234 s``; None or NaN -> ``-``."""
+    if ms is None or (isinstance(ms, float) and math.isnan(ms)):
+        return "-"
+    unit, scale = latency_unit(ms)
+    return f"{ms / scale:.{digits}g} {unit}"
+
+
+def noise(df: pd.DataFrame) -> pd.Series:
+    """Per row: the larger of ``(median - min) / median`` and ``IQR / median``; NaN without a median."""
+    median = df["median_ms"].where(df["median_ms"] > 0)
+    spread = (df["median_ms"] - df["min_ms"]).combine(df["iqr_ms"], max)
+    return spread / median
+
+
+def noisy(df: pd.DataFrame) -> pd.Series:
+    """Per row: whether the trial is ``ok`` and its :func:`noise` exceeds :data:`NOISE_THRESHOLD`."""
+    return (df["status"] == "ok") & (noise(df) > NOISE_THRESHOLD)
+
+
+def knob_importance(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per knob that takes at least two values among the ``ok`` trials, most important first:
+    ``knob``, ``share`` (eta squared of log median latency), ``values`` (distinct values seen),
+    ``best`` (the value whose trials have the lowest mean log latency). Empty with fewer than 3 ok trials."""
+    import numpy as np
+    import pandas as pd
+
+    ok = df[(df["status"] == "ok") & (df["median_ms"] > 0)]
+    rows = []
+    if len(ok) >= 3:
+        y = np.log(ok["median_ms"].astype(float))
+        total = float(((y - y.mean()) ** 2).sum())
+        for column in (c for c in ok.columns if c.startswith("knob.")):
+            values = ok[column].map(str)
+            if values.nunique() < 2 or total <= 0:
+                continue
+            groups = y.groupby(values.to_numpy())
+            between = float((groups.count() * (groups.mean() - y.mean()) ** 2).sum())
+            best = groups.mean().idxmin()
+            rows.append(
+                {"knob": column[5:], "share": between / total, "values": values.nunique(), "best": best}
+            )
+    out = pd.DataFrame(rows, columns=["knob", "share", "values", "best"])
+    return out.sort_values(["share", "knob"], ascending=[False, True], kind="stable").reset_index(drop=True)
