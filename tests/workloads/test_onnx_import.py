@@ -272,6 +272,12 @@ REFUSED_NODES = {
         "node 'y_node' (BatchNormalization): folded only into a Conv before it whose output nothing else "
         "reads; it reads 'r', made by node 'r_node' (Relu)",
     ),
+    "a constant that broadcasts the tensor": (
+        [node("GlobalAveragePool", ["x"], "g"), node("Add", ["g", "k"], "y")],
+        {"k": weight(1, 4, 5, 5)},
+        "node 'y_node' (Add): the constant operand broadcasts (1, 4, 1, 1) to (1, 4, 5, 5); only the "
+        "tensor's shape is supported",
+    ),
     "average pooling without the padding": (
         [node("AveragePool", ["x"], "y", kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
         {},

@@ -97,7 +97,11 @@ def binary(cx: Converter) -> None:
     if values[0] is None or values[1] is None:
         const = cx.const(0 if values[0] is None else 1)
         assert const is not None
-        if op == "Add" and first.act is None and first.dims == dims:
+        if first.dims != dims:
+            raise cx.error(
+                f"the constant operand broadcasts {first.dims} to {dims}; only the tensor's shape is supported"
+            )
+        if op == "Add" and first.act is None:
             channel = per_channel(const, first)
             if channel is not None:
                 _join_bias(cx, first, channel)
