@@ -224,8 +224,11 @@ def _carrier(func: ir.Func, blk: ir.Block, buf: ir.Buffer, inner: ir.For) -> tup
         if expr is not None:
             base = simplify(ir.substitute(expr, {f.loop_var: f.min for f in own}))
             rows = to_linear(simplify(ir.Sub(expr, base)))
-            if rows is not None:
-                window = 1 + sum(abs(rows.coeff(f.loop_var)) * ((ir.as_int(f.extent) or 1) - 1) for f in own)
+            if rows is None:
+                continue
+            window = 1 + sum(abs(rows.coeff(f.loop_var)) * ((ir.as_int(f.extent) or 1) - 1) for f in own)
+            # a first row that is not linear slides one row loop over the whole window
+            if to_linear(base) is not None or any(rows.coeff(f.loop_var) == 1 and ir.as_int(f.extent) == window > 1 for f in own):
                 dims.append((dim, base, window))
     for k in reversed(range(len(above))):
         loop, outer = above[k], {f.loop_var for f in above[: k + 1]}
@@ -243,7 +246,7 @@ def _steps(base: ir.Expr, loops: list[ir.For]) -> list[int]:
     over every value of the others (empty when an extent is not constant or a step is not a constant)."""
     loop, others = loops[-1], loops[:-1]
     lin = to_linear(base)
-    if lin is not None and all(lin.coeff(f.loop_var) == 0 for f in others):
+    if lin is not None:  # the loops around stay put between two iterations of this one
         return [lin.coeff(loop.loop_var)]
     extent = ir.as_int(loop.extent)
     if extent is None or any(ir.as_int(f.extent) != 1 for f in others):
