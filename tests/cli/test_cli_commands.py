@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from autotune import cli, workloads
-from autotune.cli import _auto_runs, main, parse_param, parse_params
+from autotune import workloads
+from autotune.cli import check as cli_check
+from autotune.cli import main, parse_param, parse_params
+from autotune.cli.check import _auto_runs
 from autotune.errors import ConfigError, ScheduleError
 from autotune.measure import MeasureResult
 from autotune.schedule import Schedule
@@ -196,7 +198,7 @@ def test_kernel_that_cannot_be_built_exits_1(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     failed = MeasureResult.failure("error", "kernel pool_chain: numba failed to compile k.py:\nTypingError")
-    monkeypatch.setattr(cli, "measure", lambda *a, **k: failed)
+    monkeypatch.setattr(cli_check, "measure", lambda *a, **k: failed)
     code, out, err = run(capsys, "check", *SMALL)
     assert code == 1
     assert out.startswith("pool_chain(height=10, width=9, channels=2): error\n")

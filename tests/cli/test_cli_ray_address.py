@@ -40,7 +40,7 @@ def test_unreachable_ray_address_fails_with_a_clear_error(
     assert "Leave the address out to start a local Ray" in err and "Traceback" not in err
     assert not (tmp_path / "out").exists()
     for scheme in ("ray://", ""):  # Ray Client's address, and one given without a scheme
-        with pytest.raises(ConfigError, match="cannot connect to 127.0.0.1:"):
+        with pytest.raises(ConfigError, match=r"cannot connect to 127\.0\.0\.1:"):
             check_reachable(f"{scheme}{address}", timeout=5)
 
 

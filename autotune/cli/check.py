@@ -1,54 +1,28 @@
-"""The ``autotune`` command: list the built-in workloads, show their IR and kernels, check them.
-
-::
-
-    autotune workloads                                    the chains, their parameters and figures
-    autotune show pool_chain --param height=20 --lowered  IR, lowered IR (--lowered) or kernel (--source)
-    autotune check pool_chain --pools dtcm=64KiB,sram=2MiB
-    autotune check my_chain.py:blur_max                   a chain of one's own: FILE.py:FUNCTION
-    autotune check --all                                  every chain at its default size, one table
-    autotune run examples/small.yaml --output out/small   tune a config (see autotune.search.tuner)
-    autotune report out/small                             summary; rebuild report.md and its plots
-    autotune report out/small/trials.parquet              the summary of a trial table or log only
+"""``autotune workloads``, ``show`` and ``check``: the built-in chains, their IR and kernels, a checked timing.
 
 ``check`` lowers the default schedule (or one replayed from ``--trace``), plans
 memory in the pools, compiles, runs on seeded inputs, compares with the numpy
-reference and times the kernel. :func:`main` returns the exit status: 0 when
-every check is ok, 1 when an output is wrong or a kernel cannot be built, 2 for
-a user error (an :class:`~autotune.errors.AutotuneError`: unknown workload or
-parameter, bad pools, pools too small, a trace that does not apply), which is
-printed as ``autotune: error: <message>`` without a traceback. Any other
-exception is a bug and propagates.
+reference and times the kernel.
 """
 
 from __future__ import annotations
 
 import argparse
-import shlex
-import signal
 import sys
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from types import FrameType
-from typing import Any
 
-from . import ir, report, workloads
-from .api import holds_trials, undo_on_failure
-from .codegen import generate_source
-from .config import WorkloadConfig, load_config, load_onnx_workload, load_workload
-from .errors import AutotuneError, ConfigError, PoolOverflowError
-from .lowering import DEFAULT_POOLS, Lowered, lower
-from .measure import MeasureResult, measure
-from .memory import Pool, draw, format_size, get_planner, parse_pools
-from .schedule import Schedule, load_trace
-from .search.log import TrialLog, check_resume, finished_message, load_sessions
-from .search.tuner import LOG_NAME, tune
+from .. import ir, workloads
+from ..codegen import generate_source
+from ..config import WorkloadConfig, load_onnx_workload, load_workload
+from ..errors import AutotuneError, ConfigError, PoolOverflowError
+from ..lowering import DEFAULT_POOLS, Lowered, lower
+from ..measure import MeasureResult, measure
+from ..memory import Pool, draw, format_size, get_planner, parse_pools
+from ..schedule import Schedule, load_trace
+from .common import EXIT_OK, EXIT_USAGE, EXIT_WRONG
 
-__all__ = ["main", "parse_param", "parse_params"]
-
-EXIT_OK, EXIT_WRONG, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 DEFAULT_WARMUP, DEFAULT_REPEATS = 2, 10
 TIME_BUDGET_MS = 3000.0
 """Without ``--repeats``, a workload's timed runs take about this long at most (but at least one run)."""
@@ -350,148 +324,6 @@ def cmd_check(args: argparse.Namespace) -> int:
     return _check_all(args) if args.all else _check_one(args)
 
 
-# ---------------------------------------------------------------- run, report
-
-
-class _StopOnInterrupt:
-    """While active, the first Ctrl-C (SIGINT) asks the tuner to stop before its next round, once
-    the trials in flight are logged; a second one raises KeyboardInterrupt at once. Calling the
-    object says whether a stop was asked. Outside the main thread it changes nothing."""
-
-    def __init__(self) -> None:
-        self.asked = False
-        self._previous: Any = None
-
-    def __call__(self) -> bool:
-        return self.asked
-
-    def _handle(self, signum: int, frame: FrameType | None) -> None:
-        if self.asked:
-            raise KeyboardInterrupt
-        self.asked = True
-        print(
-            "\nautotune: stopping once the trials in flight are logged (Ctrl-C again stops at once)",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    def __enter__(self) -> _StopOnInterrupt:
-        if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._handle)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-
-
-def resume_command(args: argparse.Namespace, output: Path) -> str:
-    """The ``autotune run ... --resume`` command that continues the run ``args`` started."""
-    argv = ["autotune", "run", args.config, "--output", str(output), "--resume"]
-    for flag in ("trials", "workers", "ray_address", "seed"):
-        value = getattr(args, flag)
-        if value is not None:
-            argv += [f"--{flag.replace('_', '-')}", str(value)]
-    return shlex.join(argv)
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    """Tune a config: the search, the re-measure of the best, the report; print the outcome.
-
-    A run that stops before its first trial is logged removes the output directory it created
-    (or, in a directory that was there, the files it wrote).
-    Ctrl-C stops the search once the trials in flight are logged (a second Ctrl-C at once) and
-    prints the command that resumes it; the exit status is then 130.
-    ``--resume`` refuses a config whose fields differ from the logged run's, and does nothing
-    (exit 0) when that run finished with at least this trial budget.
-    """
-    overrides = {
-        "trials": args.trials, "workers": args.workers, "ray_address": args.ray_address,
-        "output": args.output, "seed": args.seed,
-    }  # fmt: skip
-    cfg = load_config(args.config, overrides)
-    output = Path(cfg.output)
-    if args.resume and holds_trials(output):
-        sessions = load_sessions(output)
-        check_resume(sessions, cfg)  # a changed config: refused, naming the fields, before anything starts
-        done = finished_message(sessions, cfg, len(TrialLog.load(output / LOG_NAME)))
-        if done is not None:
-            print(f"{done}\n{report.summary(report.load_results(output))}")
-            return EXIT_OK
-    try:
-        with _StopOnInterrupt() as stop, undo_on_failure(output):
-            progress = not (args.no_progress or args.quiet)
-            tune(cfg, args.resume, progress, report=report.write_report, stop=stop, verbose=args.verbose)
-    except KeyboardInterrupt:
-        if not holds_trials(output):
-            print("autotune: interrupted before the first trial; nothing was kept", file=sys.stderr)
-        else:
-            logged = len(TrialLog.load(output / LOG_NAME))
-            print(
-                f"autotune: interrupted; {logged} trial{'s' * (logged != 1)} logged in {output / LOG_NAME}\n"
-                f"to continue: {resume_command(args, output)}",
-                file=sys.stderr,
-            )
-        return EXIT_INTERRUPTED
-    best = report.read_best(cfg.output)
-    if not args.quiet:
-        print(report.summary(report.load_results(cfg.output)))
-    if best is not None:
-        if not args.quiet:
-            print(f"best trace (trial {best['trial']}):\n{report.trace_text(best['trace'])}")
-        print(report.result_line(best))
-    print(f"results: {cfg.output}")
-    return EXIT_OK
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    """Print a run's summary. For a run directory, also rebuild its tables, plots and report.md;
-    a ``trials.jsonl`` or ``trials.parquet`` file is only summarised (nothing is written).
-    Two or more paths: one table with a column per run (nothing is written)."""
-    if len(args.paths) > 1:
-        print(report.compare_runs(args.paths))
-        return EXIT_OK
-    path = Path(args.paths[0])
-    df = report.load_results(path)  # a clear error for anything else
-    if not args.quiet:
-        print(report.summary(df))
-    if not path.is_dir():
-        return EXIT_OK
-    written = report.write_report(path)
-    best = report.read_best(path)
-    if best is not None:
-        print(report.result_line(best))
-    print(f"report: {written}")
-    return EXIT_OK
-
-
-def _add_run_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("run", help="search a config's schedule space; write trials, best schedule, report")
-    p.add_argument("config", metavar="CONFIG.yaml", help="the run configuration")
-    p.add_argument("--trials", type=int, metavar="N", help="trials to log (overrides search.trials)")
-    p.add_argument("--workers", type=int, metavar="N", help="Ray workers (overrides ray.workers)")
-    p.add_argument("--ray-address", metavar="ADDR", help="Ray cluster to join (default: start a local one)")
-    p.add_argument("--output", metavar="DIR", help="output directory (overrides output)")
-    p.add_argument("--resume", action="store_true", help="continue the run logged in the output directory")
-    p.add_argument("--seed", type=int, metavar="S", help="seed of the search (overrides search.seed)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(run=cmd_run)
-    p = sub.add_parser(
-        "report", help="summarise a run directory, rebuild report.md and its plots; or compare runs"
-    )
-    p.add_argument(
-        "paths",
-        nargs="+",
-        metavar="PATH",
-        help="the output directory of `autotune run` (report.md rebuilt), or a trials.jsonl or trials.parquet; "
-        "two or more: the runs side by side",
-    )
-    p.set_defaults(run=cmd_report)
-
-
-# ---------------------------------------------------------------- parser, main
-
-
 def _add_workload_args(p: argparse.ArgumentParser, optional: bool = False) -> None:
     p.add_argument(
         "workload",
@@ -525,67 +357,3 @@ def _add_workload_args(p: argparse.ArgumentParser, optional: bool = False) -> No
     p.add_argument(
         "--seed", type=int, default=0, help="seed of the inputs and the planner (default: %(default)s)"
     )
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The ``autotune`` argument parser; each subcommand sets ``run`` to its handler."""
-    parser = argparse.ArgumentParser(prog="autotune", description="Memory-aware schedule autotuner.")
-    _add_verbosity(parser, False)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    p = sub.add_parser("workloads", help="list the built-in chains and their parameters")
-    p.set_defaults(run=cmd_workloads)
-
-    p = sub.add_parser("show", help="print a workload's IR, lowered IR or kernel source")
-    _add_workload_args(p)
-    what = p.add_mutually_exclusive_group()
-    what.add_argument(
-        "--lowered", action="store_true", help="print the IR after lowering and memory planning"
-    )
-    what.add_argument("--source", action="store_true", help="print the generated kernel's Python source")
-    p.set_defaults(run=cmd_show)
-
-    p = sub.add_parser("check", help="compile a schedule, compare it with numpy, time it")
-    _add_workload_args(p, optional=True)
-    p.add_argument("--all", action="store_true", help="check every built-in workload at its default size")
-    p.add_argument(
-        "--repeats", type=int, help=f"timed runs (default: {DEFAULT_REPEATS}, fewer for a slow kernel)"
-    )
-    p.add_argument("--warmup", type=int, help=f"untimed runs before timing (default: {DEFAULT_WARMUP})")
-    p.add_argument("--draw", metavar="PNG", help="also write a picture of the memory plan")
-    p.set_defaults(run=cmd_check)
-    _add_run_parsers(sub)
-    for name, subparser in sub.choices.items():
-        if name != "workloads":
-            _add_verbosity(subparser, argparse.SUPPRESS)  # also after the command: autotune run X -q
-    return parser
-
-
-def _add_verbosity(p: argparse.ArgumentParser, default: Any) -> None:
-    """``-v`` (Ray's own messages and its workers' output) and ``-q`` (no progress bar, only the result
-    line), before or after the command."""
-    group = p.add_mutually_exclusive_group()
-    group.add_argument(
-        "-v", "--verbose", action="store_true", default=default, help="also show Ray's own messages"
-    )
-    group.add_argument(
-        "-q",
-        "--quiet",
-        action="store_true",
-        default=default,
-        help="no progress bar or tables: the result only",
-    )
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run the ``autotune`` command with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # --help (0), or a usage error argparse has printed (2)
-        return exc.code if isinstance(exc.code, int) else EXIT_OK if exc.code is None else EXIT_USAGE
-    handler: Callable[[argparse.Namespace], int] = args.run
-    try:
-        return handler(args)
-    except AutotuneError as exc:
-        print(f"autotune: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
