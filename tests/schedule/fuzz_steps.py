@@ -215,7 +215,8 @@ def draw_step(ch: Chooser, sch: Schedule) -> tuple[str, dict[str, Any]] | None:
         buf = next(r.buffer for r in (*view.node[block].writes, *view.node[block].reads, *[ir.BufferRegion.full(a) for a in view.node[block].alloc_buffers]) if r.buffer.name == name)
         return op, {"block": block, "buffer": name, "index_map": tuple(_index_map(ch, buf.ndim, buf.const_shape()))}
     if op == "set_pools":
-        return op, {"block": block, "buffer": name, "pools": ch.pick([("dtcm",), ("sram",), ("dtcm", "sram"), ("sram", "dtcm")])}
+        pools = ch.pick([("dtcm",), ("sram",), ("dtcm", "sram"), ("sram", "dtcm")])
+        return op, {"block": block, "buffer": name, "pools": pools, **({"per_bank": True} if ch.int(0, 2) == 0 else {})}
     return op, {"block": block, "buffer": name, "scope": ch.pick(["local", "local", "global"])}
 
 

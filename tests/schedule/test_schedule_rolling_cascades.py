@@ -13,11 +13,13 @@ the h-w-c cascade is also compiled with numba.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from fuzz_steps import run_source
 from schedule_helpers import count_computations
 
 from autotune import ir, te
 from autotune.codegen import build
+from autotune.errors import ScheduleError
 from autotune.lowering import lower
 from autotune.schedule import Schedule
 from autotune.workloads import ops
@@ -185,3 +187,13 @@ def test_an_index_that_is_not_linear_rolls_by_the_rows_it_steps(golden):
     np.testing.assert_array_equal(out, want)
     np.testing.assert_array_equal(counter, np.ones_like(counter))
     assert peak == 2 * 4 * 2
+
+
+def test_a_row_index_that_is_not_linear_needs_a_row_loop_to_slide():
+    x = te.placeholder((2, 3), "float32", name="x")
+    w = te.placeholder((4, 3), "float32", name="w")
+    r = ops.relu(ops.dense(x, w, name="d"), name="r")
+    sch = Schedule(te.create_func([x, w], [r], name="dense_relu")).compute_at("d", "i1").fuse("i0", "i1")
+    # d's row is i0_i1_fused // 4, one row per iteration: nothing to slide (lower() refused it late)
+    with pytest.raises(ScheduleError, match=r"^rolling_buffer: no dimension of 'd' overlaps between consecutive iterations of loop 'i0_i1_fused'$"):
+        sch.rolling_buffer("d")
