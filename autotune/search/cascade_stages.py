@@ -100,6 +100,10 @@ class _TilePlan:
     columns: int
     channels: int
     reductions: tuple[str, ...]
+    packed: tuple[int, ...] = ()
+    """Read regions of operands to copy with the channel dimension last (:func:`_packed_operands`)."""
+    rows: bool = False
+    """The column loop is the stage's own row loop (a dense layer or a matmul has no other)."""
 
     @property
     def block(self) -> int:
@@ -109,7 +113,8 @@ class _TilePlan:
 
 def _tile_plan(func: ir.Func, block: ir.Block, row_dim: int) -> _TilePlan | None:
     """The register tile of ``block``: a reduction whose two innermost spatial loops - columns,
-    then channels - sit right above its reduction loops, whose output is contiguous along the
+    then channels - sit right above its reduction loops (for a contraction with no column loop, a
+    dense layer or a matmul, the stage's own row loop stands for the columns), whose output is contiguous along the
     channels (the last index of its store is the channel variable), and whose reductions slide
     along no channel (no load index mixes a reduction variable with a channel variable) and, unless
     it is a contraction (a convolution of any kernel, depthwise, a dense layer), along no column
@@ -125,15 +130,21 @@ def _tile_plan(func: ir.Func, block: ir.Block, row_dim: int) -> _TilePlan | None
         return None
     column, channel = spatial[-2], spatial[-1]
     bound = [set(_bound_vars(block, f)) for f in (column, channel)]
-    if any((ir.as_int(f.extent) or 1) < 2 for f in (column, channel)) or row_var in bound[0] | bound[1]:
+    if any((ir.as_int(f.extent) or 1) < 2 for f in (column, channel)) or row_var in bound[1]:
         return None
+    rows = row_var in bound[0]
+    if rows and not _private(column, block):
+        return None  # the rows of a stage with no column loop: only its own row loop, not the tile loop
     buf = _written(block)
     store = next((s for s in ir.collect(block.body, ir.BufferStore) if s.buffer is buf), None)
     if store is None or not store.indices or store.indices[-1] not in bound[1]:
         return None
     # a window may slide along the columns of a contraction (a KxK or depthwise convolution: the
     # lowering keeps the tile's accumulators over the whole reduction nest); the channels never
-    sliding = bound[1] if contraction_operands(block) is not None else bound[0] | bound[1]
+    contraction = contraction_operands(block) is not None
+    sliding = bound[1] if contraction and not rows else bound[0] | bound[1]
+    if rows and not contraction:
+        return None
     for load in ir.collect(block.body, ir.BufferLoad):
         for index in load.indices:
             used = ir.free_vars(index)
@@ -145,7 +156,37 @@ def _tile_plan(func: ir.Func, block: ir.Block, row_dim: int) -> _TilePlan | None
         ir.as_int(column.extent) or 1,
         ir.as_int(channel.extent) or 1,
         tuple(f.loop_var.name for f in reductions),
+        _packed_operands(block, bound[1], reduce, {id(b) for b in func.params}),
+        rows,
     )
+
+
+def _private(loop: ir.For, block: ir.Block) -> bool:
+    """Whether ``loop`` holds ``block`` and nothing else (no other stage shares it)."""
+    return all(b is block or b.name == block.name for b in ir.collect(loop.body, ir.Block))
+
+
+def _packed_operands(
+    block: ir.Block, channel: set[ir.Var], reduce: set[ir.Var], params: set[int]
+) -> tuple[int, ...]:
+    """The read regions (by index) of function-level operands that a register tile reads across
+    its channels with a stride: the channel variable indexes one of their dimensions but the last,
+    which a reduction variable indexes (a dense weight ``w[o, k]``, a matmul's ``K[j, d]``). The
+    tile's loads of them vectorise only from a copy with the channel dimension last."""
+    out = []
+    for i, region in enumerate(block.reads):
+        loads = [ld for ld in ir.collect(block.body, ir.BufferLoad) if ld.buffer is region.buffer]
+        if (
+            not loads
+            or id(region.buffer) not in params
+            or any(w.buffer is region.buffer for w in block.writes)
+        ):
+            continue
+        last = [ir.free_vars(ld.indices[-1]) for ld in loads]
+        inner = [any(ir.free_vars(i) & channel for i in ld.indices[:-1]) for ld in loads]
+        if all(inner) and all(used & reduce and not used & channel for used in last):
+            out.append(i)
+    return tuple(out)
 
 
 def _fusable_pair(func: ir.Func, block: ir.Block, row_dim: int) -> tuple[str, str] | None:

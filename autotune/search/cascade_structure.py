@@ -61,6 +61,11 @@ class Cascade:
     """Unrollable stages with a spatial loop that a window slides along (:func:`_jam_plan`)."""
     tileable: tuple[tuple[str, int], ...] = ()
     """``(stage, block)``: stages with a register tile (:func:`_tile_plan`) and its channels per tile."""
+    row_tiled: tuple[str, ...] = ()
+    """Tileable stages whose tile's columns are their rows: a tile needs at least 2 rows per tile."""
+    packable: tuple[str, ...] = ()
+    """Tileable stages whose tile copies an operand with its channel dimension last (a dense weight)
+    and that have a channel block loop to copy it at (:attr:`_TilePlan.packed`)."""
     consumers: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """``(stage, readers)``: for each movable stage, the movable stages that read its buffer (it can
     be computed at the tile loop only where they are: a reader at root runs outside the loop)."""
@@ -234,6 +239,21 @@ def _describe(
             (b.name, plan.block)
             for i, b in enumerate(stages)
             if b.name in (*movable, last.name) and (plan := _tile_plan(func, b, row_dims[i])) is not None
+        ),
+        row_tiled=tuple(
+            b.name
+            for i, b in enumerate(stages)
+            if b.name in (*movable, last.name)
+            and (plan := _tile_plan(func, b, row_dims[i])) is not None
+            and plan.rows
+        ),
+        packable=tuple(
+            b.name
+            for i, b in enumerate(stages)
+            if b.name in (*movable, last.name)
+            and (plan := _tile_plan(func, b, row_dims[i])) is not None
+            and plan.packed
+            and plan.block < plan.channels
         ),
         consumers=consumers,
         padded=tuple(padded),

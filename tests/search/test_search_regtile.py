@@ -3,6 +3,7 @@ conditions, the schedule (outlined SLP nest, accumulators in registers) and its 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -251,6 +252,52 @@ def test_a_3x3_tile_under_a_strip_accumulates_over_its_whole_window() -> None:
     rh = next(f for f in ir.collect(acc.body, ir.For) if f.loop_var.name == "rh")
     assert {n.buffer.name for n in ir.collect(rh, (ir.BufferLoad, ir.BufferStore))} >= {"conv1_acc"}
     assert "conv1" not in {n.buffer.name for n in ir.collect(rh, (ir.BufferLoad, ir.BufferStore))}
+    inputs = wl.make_inputs(0)
+    outputs = empty_outputs(lowered.func)
+    build(lowered.func, lowered.plan)(*inputs, *outputs)
+    np.testing.assert_allclose(outputs[0], reference_outputs(wl, inputs)[0], rtol=1e-4, atol=1e-4)
+
+
+def _mlp(rows: int = 8, features: int = 16, hidden: int = 128) -> Workload:
+    """A chain written here: dense features -> hidden + bias, relu, dense hidden -> features."""
+    x = te.placeholder((rows, features), "float32", name="x")
+    w1 = te.placeholder((hidden, features), "float32", name="w1")
+    b1 = te.placeholder((hidden,), "float32", name="b1")
+    w2 = te.placeholder((features, hidden), "float32", name="w2")
+    h = ops.dense(x, w1, b1, name="fc1")
+    out = ops.dense(h, w2, name="fc2", data_act=ops.relu_expr)
+    func = te.create_func([x, w1, b1, w2], [out], name="mlp")
+
+    def reference(x: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> tuple[np.ndarray]:
+        return ((np.maximum(x @ a.T + b, 0) @ c.T).astype(np.float32),)
+
+    flops = 2 * rows * hidden * features * 2
+    return Workload("mlp", {}, func, reference, "", flops, intermediate_bytes(func), (1.0, 0.25, 0.1, 0.1))
+
+
+def test_dense_layers_get_tiles_over_their_rows_with_packed_weights() -> None:
+    """A dense layer has no column loop: its own rows stand for the columns, and its weight [O, K],
+    read across the channels with a stride of K, is copied with the channels last."""
+    c = analyze_cascade(_mlp().func)
+    assert c.tileable == (("fc1", 64), ("fc2", 16)) and c.row_tiled == ("fc1", "fc2")
+    assert c.packable == ("fc1",)  # 128 channels in blocks of 64: the copy can be made per block
+    knobs = {k.name: k for k in load_space(SPACES_DIR / "cascade.yaml", _mlp(), POOLS).knobs}
+    assert knobs["regtile_fc1"].requires == (("tile_rows", (2, 4, 8)),)  # rows in the tile loop
+    assert knobs["pack_fc1"] == Knob("pack_fc1", ("block", "root"), (("regtile_fc1", (1, 2, 4, 8)),))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pack", ["block", "root"])
+def test_dense_tiles_over_packed_weights_equal_numpy(pack: str) -> None:
+    wl = _mlp()
+    space = load_space(SPACES_DIR / "cascade.yaml", wl, POOLS)
+    values = space.default() | {"tile_rows": 4, "regtile_fc1": 2, "regtile_fc2": 4, "pack_fc1": pack}
+    lowered = lower(space.apply(wl.func, values).func, pools=POOLS)
+    text = str(lowered.func)
+    # the tiles read the copies along the channels: w1 per block of 64 (or whole), w2 whole
+    w1_row = 64 if pack == "block" else 128
+    assert re.search(rf"\* w1_global\[k \* {w1_row} \+ (o_0 \* 64 \+ )?o_1_1\]", text)
+    assert "w2_global[k_1 * 16 + o_2]" in text
     inputs = wl.make_inputs(0)
     outputs = empty_outputs(lowered.func)
     build(lowered.func, lowered.plan)(*inputs, *outputs)
