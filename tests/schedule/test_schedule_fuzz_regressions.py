@@ -299,3 +299,12 @@ def test_a_trusted_read_region_wholly_outside_the_buffer_is_refused():
     ):
         sch.annotate_buffer_access("resize", 0, "read", lambda n, c, y, w: [n + 1, c, (0, 3), (0, 6)])
     sch.annotate_buffer_access("resize", 0, "read", lambda n, c, y, w: [n, c, (0, 3), (0, 6)])
+
+
+def test_rolling_buffer_refuses_a_buffer_with_another_writer():
+    x = te.placeholder((1, 6, 6, 2), "float32", name="x")
+    p2 = ops.max_pool2d(ops.avg_pool2d(x, 3, name="p1"), 2, name="p2")
+    sch = Schedule(te.create_func([x], [p2], name="pools")).compute_at("p1", "y_1").decompose_reduction("p1", "rh")
+    # accepted before: the init skipped the rows that the tiles share, the update added to them again
+    with refused("rolling_buffer", "'p1' has other writers besides 'p1_init': ['p1']"):
+        sch.rolling_buffer("p1_init")

@@ -188,6 +188,9 @@ def rolling_buffer(func: ir.Func, block: str, buffer_index: int = 0) -> Result:
     """
     blk, inner = _computed_at_loop(func, block, "rolling_buffer")
     buf = _intermediate(func, blk, buffer_index, "rolling_buffer")
+    others = [b.name for b in ir.collect(func.body, ir.Block) if b is not blk and any(w.buffer is buf for w in b.writes)]
+    if others:
+        raise ScheduleError("rolling_buffer", f"'{buf.name}' has other writers besides '{block}': {others}")
     found = _carrier(func, blk, buf, inner)
     if found is None:  # named by the loop it was computed at; the loops around it were tried too
         raise ScheduleError(
