@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["VECTOR_WIDTH_ENV", "configure_numba_env", "host_has_avx512", "register_file_floats", "vector_width"]
+__all__ = ["VECTOR_WIDTH_ENV", "configure_numba_env", "host_has_avx512", "vector_width"]
 
 VECTOR_WIDTH_ENV = "AUTOTUNE_VECTOR_WIDTH"
 
@@ -61,14 +61,3 @@ def vector_width() -> int:
     features = os.environ.get("NUMBA_CPU_FEATURES", "")
     wide = "+avx512f" in features.split(",") and "-prefer-256-bit" in features.split(",")
     return 512 if wide else 256
-
-
-def register_file_floats() -> int:
-    """How many float32 values the host's vector registers hold: 32 zmm registers of 16 with
-    AVX-512 (32 ymm of 8 when ``AUTOTUNE_VECTOR_WIDTH=256``), 16 ymm registers of 8 without.
-    A register tile of more accumulators spills: on the AVX2 host a 1x1 convolution's 8x16 tile
-    (128 accumulators, every register) ran 2-3x slower than its 4x16 tile
-    (``experiments/reduction_tiles.py``, ``results/reduction_tiles.md``)."""
-    if not host_has_avx512():
-        return 16 * 8
-    return 32 * (8 if os.environ.get(VECTOR_WIDTH_ENV) == "256" else 16)

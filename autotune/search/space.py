@@ -38,6 +38,7 @@ from ..workloads import Workload
 from .space_cascade import CascadeFamily
 from .space_family import Domain, Family, Requires, same_value
 from .space_gemm import GemmFamily
+from .target import Target
 
 __all__ = ["FAMILIES", "Knob", "SearchSpace", "load_space", "register_family"]
 
@@ -100,6 +101,8 @@ class SearchSpace:
     fixed: tuple[tuple[str, Any], ...]
     family: str = "cascade"
     source: str = field(default="", compare=False)
+    target: Target = field(default_factory=Target.host, compare=False)
+    """The machine the knobs were derived for (:meth:`Target.host` unless given)."""
 
     def default(self) -> dict[str, Any]:
         """The first choice of each knob."""
@@ -186,14 +189,17 @@ class SearchSpace:
 
     def apply(self, func: ir.Func, assignment: Mapping[str, Any]) -> Schedule:
         """The schedule of ``assignment`` (missing knobs take their default); ScheduleError if impossible."""
-        return FAMILIES[self.family].apply(func, self.values(assignment))
+        return FAMILIES[self.family].apply(func, self.values(assignment), self.target)
 
 
 # ---------------------------------------------------------------- loading
 
 
-def load_space(path: str | Path, workload: Workload, pools: Sequence[Pool] = ()) -> SearchSpace:
-    """Read a space file and derive its knobs for ``workload`` (and the pool names, for pool knobs).
+def load_space(
+    path: str | Path, workload: Workload, pools: Sequence[Pool] = (), target: Target | None = None
+) -> SearchSpace:
+    """Read a space file and derive its knobs for ``workload`` on ``target`` (this host unless given;
+    and the pool names, for pool knobs).
 
     Raises ConfigError naming the file, line and field: an unknown family or
     knob (with the closest name), a choice the knob cannot take, a family that
@@ -204,7 +210,8 @@ def load_space(path: str | Path, workload: Workload, pools: Sequence[Pool] = ())
     family = FAMILIES[top.choice("family", sorted(FAMILIES), "")]
     max_tile = top.integer("max_tile", family.max_tile)
     try:
-        domains = family.domains(workload.func, [p.name for p in pools], max_tile)
+        target = target or Target.host()
+        domains = family.domains(workload.func, [p.name for p in pools], max_tile, target)
     except ConfigError as err:
         raise doc.error(("family",), f"{err} (workload {workload.name!r})") from None
     specs = top.get("knobs") or {}
@@ -226,7 +233,7 @@ def load_space(path: str | Path, workload: Workload, pools: Sequence[Pool] = ())
             knobs.append(Knob(domain.name, choices, domain.requires))
     knobs, fixed = _settle_requirements(knobs, fixed)
     name = top.text("name", Path(path).stem)
-    return SearchSpace(name, tuple(knobs), tuple(fixed), family.name, str(path))
+    return SearchSpace(name, tuple(knobs), tuple(fixed), family.name, str(path), target)
 
 
 def _settle_requirements(

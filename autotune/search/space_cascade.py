@@ -67,7 +67,7 @@ from stage to stage; a global pool does not, so ``tiny_cnn`` cascades up to
                     bottleneck's expand under 28-column strips, full size on the Zen 3 host: 1.0 ms
                     with a one-column tile against 1.14-1.5 ms without, in the same process.
                     Offered up to as many accumulators as the host's vector registers hold
-                    (``codegen.target.register_file_floats``: 128 float32 on AVX2, 512 on
+                    (``Target.register_floats``: 128 float32 on AVX2, 512 on
                     AVX-512). A tiled stage is neither fused nor
                     unrolled: fuse_<stage> and unroll_<stage> are conditional on regtile_<stage> 0.
                     (It was the other way round, regtile conditional on unroll off; TPE then
@@ -98,7 +98,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import ir
-from ..codegen.target import register_file_floats
 from ..errors import ScheduleError
 from ..schedule import Schedule
 from .cascade_stages import (
@@ -111,7 +110,8 @@ from .cascade_stages import (
     _tile_plan,
 )
 from .cascade_structure import Cascade, analyze_cascade
-from .space_family import PARALLEL_PARTS, Domain, Family, choice_domain, divisors, int_domain
+from .space_family import Domain, Family, choice_domain, divisors, int_domain
+from .target import Target
 
 __all__ = ["Cascade", "CascadeFamily", "analyze_cascade"]
 
@@ -262,7 +262,7 @@ class CascadeFamily(Family):
     )  # fmt: skip
     max_tile = 32
 
-    def domains(self, func: ir.Func, pools: Sequence[str], max_tile: int) -> tuple[Domain, ...]:
+    def domains(self, func: ir.Func, pools: Sequence[str], max_tile: int, target: Target) -> tuple[Domain, ...]:
         c = analyze_cascade(func)
         row_tiles = tile_choices(c.rows, max_tile)
         out = [int_domain("tile_rows", row_tiles, 1, c.rows)]
@@ -284,7 +284,7 @@ class CascadeFamily(Family):
             out.append(int_domain("strip", [0, *strips], 0, c.cols))
         tileable = dict(c.tileable)
         for s, block in c.tileable:
-            tiles = tuple(t for t in (1, 2, 4, 8) if t * block <= register_file_floats())
+            tiles = tuple(t for t in (1, 2, 4, 8) if t * block <= target.register_floats)
             # a tile over the rows needs rows in the tile loop
             rows = (("tile_rows", tuple(t for t in row_tiles if t > 1)),) if s in c.row_tiled else ()
             out.append(choice_domain(f"regtile_{s}", (0, *tiles), rows))
@@ -317,12 +317,12 @@ class CascadeFamily(Family):
         out.append(choice_domain("vectorize", (False, True), last_tiled))
         return tuple(out)
 
-    def apply(self, func: ir.Func, values: Mapping[str, Any]) -> Schedule:
+    def apply(self, func: ir.Func, values: Mapping[str, Any], target: Target) -> Schedule:
         c = analyze_cascade(func)
         tile = values["tile_rows"]
         sch = Schedule(func)
         if values["parallel"] == "outer":
-            sch = sch.split(c.row_loop, [PARALLEL_PARTS, None, tile])
+            sch = sch.split(c.row_loop, [target.parallel_parts, None, tile])
         else:
             sch = sch.split(c.row_loop, [None, tile])
         outer, inner = sch.last[:-1], sch.last[-1]

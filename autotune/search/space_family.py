@@ -16,9 +16,9 @@ from typing import Any, ClassVar
 
 from .. import ir
 from ..schedule import Schedule
+from .target import Target
 
 __all__ = [
-    "PARALLEL_PARTS",
     "Domain",
     "Family",
     "Requires",
@@ -30,10 +30,6 @@ __all__ = [
     "same_value",
 ]
 
-
-PARALLEL_PARTS = 2
-"""``parallel: outer`` runs a family's outer tile loop as this many contiguous parts under prange (one
-per core), so a buffer computed under it has one private copy per part, not one per tile."""
 
 Requires = tuple[tuple[str, tuple[Any, ...]], ...]
 """``((knob, values), ...)``: a knob matters only while each named knob takes one of its values."""
@@ -61,12 +57,14 @@ class Family(ABC):
     """The largest tile a derived tile knob offers, unless the space file says ``max_tile``."""
 
     @abstractmethod
-    def domains(self, func: ir.Func, pools: Sequence[str], max_tile: int) -> tuple[Domain, ...]:
-        """The knobs of ``func``; ConfigError when the family does not fit the function."""
+    def domains(self, func: ir.Func, pools: Sequence[str], max_tile: int, target: Target) -> tuple[Domain, ...]:
+        """The knobs of ``func`` on ``target``; ConfigError when the family does not fit the function."""
 
     @abstractmethod
-    def apply(self, func: ir.Func, values: Mapping[str, Any]) -> Schedule:
-        """The schedule for a value of every knob; ScheduleError for an impossible combination."""
+    def apply(self, func: ir.Func, values: Mapping[str, Any], target: Target) -> Schedule:
+        """The schedule for a value of every knob; ScheduleError for an impossible combination.
+        ``parallel: outer`` runs the outer tile loop as ``target.parallel_parts`` contiguous parts
+        under prange (one per core), so a buffer computed under it has one private copy per part."""
 
 
 def same_value(a: Any, b: Any) -> bool:

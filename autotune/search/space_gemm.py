@@ -38,7 +38,8 @@ from typing import Any
 from .. import ir
 from ..errors import ConfigError
 from ..schedule import Schedule
-from .space_family import PARALLEL_PARTS, Domain, Family, choice_domain, divisors, int_domain, loops_of
+from .space_family import Domain, Family, choice_domain, divisors, int_domain, loops_of
+from .target import Target
 
 __all__ = ["Gemm", "GemmFamily", "analyze_gemm"]
 
@@ -124,7 +125,7 @@ class GemmFamily(Family):
     name = "gemm"
     max_tile = 64
 
-    def domains(self, func: ir.Func, pools: Sequence[str], max_tile: int) -> tuple[Domain, ...]:
+    def domains(self, func: ir.Func, pools: Sequence[str], max_tile: int, target: Target) -> tuple[Domain, ...]:
         g = analyze_gemm(func)
         out = [
             int_domain(f"tile_{axis}", tile_choices(n, max_tile), 1, n) for axis, n in zip("mnk", g.extents)
@@ -144,10 +145,10 @@ class GemmFamily(Family):
         out.append(choice_domain("panel_order", PANEL_ORDERS, (("register_tile", tuple(tiles)),)))
         return tuple(out)
 
-    def apply(self, func: ir.Func, values: Mapping[str, Any]) -> Schedule:
+    def apply(self, func: ir.Func, values: Mapping[str, Any], target: Target) -> Schedule:
         g = analyze_gemm(func)
         if values.get("register_tile", "none") != "none":
-            return _micro_kernel(func, g, values)
+            return _micro_kernel(func, g, values, target.parallel_parts)
         sch = Schedule(func)
         outer: dict[str, str] = {}
         inner: dict[str, str] = {}
@@ -172,7 +173,7 @@ class GemmFamily(Family):
         return sch
 
 
-def _micro_kernel(func: ir.Func, g: Gemm, values: Mapping[str, Any]) -> Schedule:
+def _micro_kernel(func: ir.Func, g: Gemm, values: Mapping[str, Any], parts_count: int) -> Schedule:
     """The register-tiled product: ``for mo, no: acc[RX, RY] = 0; for k: acc += A[m, k] * B[k, n]; C = acc``
     (``for no, mo`` with ``panel_order: nm``; a packed panel is filled at the ``no`` loop)."""
     rx, ry = (int(v) for v in str(values["register_tile"]).split("x"))
@@ -185,8 +186,8 @@ def _micro_kernel(func: ir.Func, g: Gemm, values: Mapping[str, Any]) -> Schedule
     first, tile = (no, mo) if nm else (mo, no)  # tile: the loop the register tile sits under
     tiles = g.extents[1] // ry if nm else g.extents[0] // rx
     parts: tuple[str, ...] = ()
-    if values.get("parallel") == "outer" and tiles % PARALLEL_PARTS == 0 and tiles > PARALLEL_PARTS:
-        sch = sch.split(first, [PARALLEL_PARTS, None])
+    if values.get("parallel") == "outer" and tiles % parts_count == 0 and tiles > parts_count:
+        sch = sch.split(first, [parts_count, None])
         parts, first = sch.last[:1], sch.last[1]
         if nm:
             no = first  # the column panel loop is now the inner part

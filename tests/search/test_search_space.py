@@ -378,7 +378,7 @@ def test_rolling_without_overlap_is_a_schedule_error() -> None:
     wl, space = small("bottleneck")
     values = {**space.values({}), "mode_depthwise": "rolling"}  # the space itself fixes it to recompute
     with pytest.raises(ScheduleError, match="rolling_buffer: no dimension of 'depthwise' overlaps"):
-        FAMILIES["cascade"].apply(wl.func, values)
+        FAMILIES["cascade"].apply(wl.func, values, space.target)
     with pytest.raises(
         ConfigError, match=r"knobs\.mode_depthwise\[0\]: expected one of 'recompute', got 'rolling'"
     ):
