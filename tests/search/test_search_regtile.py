@@ -13,6 +13,7 @@ import pytest
 from autotune import ir, te
 from autotune.codegen import build, generate_source
 from autotune.config import SPACES_DIR
+from autotune.errors import AutotuneError
 from autotune.lowering import lower
 from autotune.measure import empty_outputs, reference_outputs
 from autotune.memory import Pool
@@ -302,3 +303,21 @@ def test_dense_tiles_over_packed_weights_equal_numpy(pack: str) -> None:
     outputs = empty_outputs(lowered.func)
     build(lowered.func, lowered.plan)(*inputs, *outputs)
     np.testing.assert_allclose(outputs[0], reference_outputs(wl, inputs)[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("chain", [_resnet_body, _mlp], ids=["resnet_body", "mlp"])
+def test_every_draw_of_a_users_chain_applies_and_lowers(chain: Callable[[], Workload]) -> None:
+    """No combination of the knobs of a chain written here is refused by a primitive or by lowering
+    (inactive knobs drawn too)."""
+    import random
+
+    wl = chain()
+    space = load_space(SPACES_DIR / "cascade.yaml", wl, POOLS)
+    big = tuple(Pool(p.name, 1 << 30) for p in POOLS)  # every draw fits: this is about refusals
+    rng = random.Random(0)
+    for _ in range(60):
+        values = {k.name: rng.choice(k.choices) for k in space.knobs}
+        try:
+            lower(space.apply(wl.func, values).func, pools=big)
+        except AutotuneError as err:
+            pytest.fail(f"{err}\n{space.active_values(values)}")
