@@ -308,3 +308,15 @@ def test_rolling_buffer_refuses_a_buffer_with_another_writer():
     # accepted before: the init skipped the rows that the tiles share, the update added to them again
     with refused("rolling_buffer", "'p1' has other writers besides 'p1_init': ['p1']"):
         sch.rolling_buffer("p1_init")
+
+
+def test_split_of_a_rolled_row_loop_keeps_whole_steps():
+    sch = pools().split("y_1", [None, 2]).compute_at("p1", "y_1_0").rolling_buffer("p1")
+    # 3 rows split by 2 left a predicate and no loop over the window: lower() refused it late
+    with refused(
+        "split",
+        "loop 'y' runs the rows of block 'p1', which keeps a rolling buffer over loop 'y_1_0'; split it into two loops "
+        "whose inner one divides its 3 rows, or before rolling_buffer",
+    ):
+        sch.split("y", [None, 2])
+    np.testing.assert_allclose(outputs(sch.split("y", [None, 1]), X)[0], POOLS_REF)

@@ -63,9 +63,10 @@ def _check_no_annotation_names(node: ir.For, primitive: str, keys: tuple[str, ..
                 )
 
 
-def _check_not_rolled_rows(func: ir.Func, node: ir.For, primitive: str) -> None:
+def _check_not_rolled_rows(func: ir.Func, node: ir.For, primitive: str, sizes: list[int] | None = None) -> None:
     """Refuse to fuse the loop over the rolled dimension of a rolled block (below the loop it rolls over):
-    the sliding window starts that loop at the first new row, so it must stay a loop over rows."""
+    the sliding window starts that loop at the first new row, so it must stay a loop over rows. A split
+    of it (``sizes``) must make an outer loop over steps of whole rows: two loops, the inner dividing it."""
     name = node.loop_var.name
     above = {f.loop_var.name for f in loop_path(func, name, primitive)[:-1] if isinstance(f, ir.For)}
     for b in blocks_under(node):
@@ -74,11 +75,16 @@ def _check_not_rolled_rows(func: ir.Func, node: ir.For, primitive: str) -> None:
             continue
         store = next(st for st in ir.collect(b.body, ir.BufferStore) if st.buffer.name == info[0])
         index = ir.substitute(store.indices[info[1]], dict(zip((iv.var for iv in b.iter_vars), b.bindings)))
-        if node.loop_var in ir.free_vars(index):
-            raise ScheduleError(
-                primitive, f"loop '{name}' runs the rows of block '{b.name}', which keeps a rolling buffer over loop '{tied}'; "
-                f"{primitive} it before rolling_buffer"
-            )
+        if node.loop_var not in ir.free_vars(index):
+            continue
+        extent = ir.as_int(node.extent)
+        if sizes is not None and len(sizes) == 2 and extent is not None and sizes[0] * sizes[1] == extent:
+            continue
+        how = "" if sizes is None else f"into two loops whose inner one divides its {extent} rows, or "
+        raise ScheduleError(
+            primitive, f"loop '{name}' runs the rows of block '{b.name}', which keeps a rolling buffer over loop '{tied}'; "
+            f"{primitive} it {how}before rolling_buffer"
+        )
 
 
 def split(func: ir.Func, loop: str, factors: tuple[int | None, ...], names: tuple[str, ...] = ()) -> Result:
@@ -103,6 +109,7 @@ def split(func: ir.Func, loop: str, factors: tuple[int | None, ...], names: tupl
     sizes = [f if f is not None else -(-extent // known) for f in factors]
     if prod(sizes) < extent:
         raise ScheduleError("split", f"factors {list(factors)} cover {prod(sizes)} iterations, loop '{loop}' has {extent}")
+    _check_not_rolled_rows(func, node, "split", sizes)
     if names and len(names) != len(sizes):
         raise ScheduleError("split", f"{len(names)} names given for {len(sizes)} loops")
     taken = all_names(func)
