@@ -35,7 +35,8 @@ from autotune.lowering import lower
 from autotune.memory import Pool
 from autotune.schedule import Schedule
 from autotune.schedule.exprjson import expr_to_json
-from autotune.schedule.tree import get_block
+from autotune.schedule.primitives.compute_at import scope_root
+from autotune.schedule.tree import block_path, get_block
 
 POOLS = (Pool("workspace", 1 << 30), Pool("dtcm", 1 << 16), Pool("sram", 1 << 20))
 
@@ -77,6 +78,15 @@ class View:
 
     def producers(self) -> list[str]:
         return [b for b in self.blocks if any(r.buffer not in self.params and self.readers.get(r.buffer) for r in self.node[b].writes)]
+
+    def computed_at(self) -> list[str]:
+        """Blocks under a loop that is not their own (what compute_at makes)."""
+        out = []
+        for b in self.blocks:
+            path = block_path(self.sch.func, b, "fuzz")
+            if any(isinstance(s, ir.For) for s in path[: path.index(scope_root(path))]):
+                out.append(b)
+        return out
 
     def consumers_of(self, block: str) -> list[str]:
         return sorted({c for r in self.node[block].writes for c in self.readers.get(r.buffer, []) if c != block})
@@ -168,13 +178,17 @@ def draw_step(ch: Chooser, sch: Schedule) -> tuple[str, dict[str, Any]] | None:
         target_loops = view.loops(target)
         return (op, {"block": block, "loop": ch.pick(target_loops)}) if target_loops else None
     if op in ("compute_inline", "rolling_buffer", "double_buffer"):
-        producers = view.producers()
+        producers = view.computed_at() if op != "compute_inline" else view.producers()
+        if not producers and ch.int(0, 3):
+            return None  # mostly draw something else than a refusal at the first check
         block = ch.pick(producers) if producers and ch.int(0, 4) else block
         return (op, {"block": block, "buffer_index": 0}) if op == "rolling_buffer" else (op, {"block": block})
     if op == "reverse_compute_inline":
         return op, {"block": block}
     if op == "hoist_padding":
         padded = [b for b in view.blocks if ir.collect(view.node[b].body, ir.Select)]
+        if not padded and ch.int(0, 3):
+            return None
         block = ch.pick(padded) if padded and ch.int(0, 4) else block
         reads = view.node[block].reads
         selected = {ld.buffer for sel in ir.collect(view.node[block].body, ir.Select) for ld in ir.collect(sel, ir.BufferLoad)}
@@ -271,6 +285,7 @@ class Outcome:
 def reason_class(reason: str) -> str:
     """A refusal's reason with names and numbers blanked, so refusals of one kind count together."""
     text = re.sub(r"'[^']*'", "'_'", reason)
+    text = re.sub(r"\b\w+\[", "_[", text)
     text = re.sub(r"\[[^\]]*\]", "[_]", text)
     return re.sub(r"-?\d+", "N", text)[:110]
 
