@@ -9,8 +9,9 @@ refused step is dropped; the steps accepted must replay from the trace, lower wi
 reference. Everything else is a defect and fails the test with the chain and the steps.
 
 Cost: the kernel of every example is generated and run as plain Python on its planned storage
-(parallel loops in reverse order), about 10 ms on these shapes; one example in 50 is also
-compiled with numba and run (about 4 of the 200; numba compiles cost about a second each).
+(parallel loops in reverse order), a few ms on these shapes; one example in 50 is also
+compiled with numba and run (2 of the 200 fixed draws; a numba compile costs about a second).
+The draws are derandomized, so the suite runs the same 200 examples every time.
 ``experiments/fuzz_schedules.py`` runs the same examples by the thousand.
 """
 
