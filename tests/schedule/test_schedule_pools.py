@@ -239,7 +239,11 @@ def test_double_buffer_inside_another_compacted_buffer_keeps_pools():
 
 def test_pools_and_registers_exclude_each_other() -> None:
     w = workloads.get("pool_chain", height=8, width=8, channels=4)
-    local = Schedule(w.func).set_scope("pool1", "pool1", "local")
+    unrolled = Schedule(w.func)  # a local buffer is indexed by unrolled loops only (set_scope checks)
+    for block in ("pool1", "pool2"):
+        for loop in unrolled.get_loops(block):
+            unrolled = unrolled.unroll(loop)
+    local = unrolled.set_scope("pool1", "pool1", "local")
     with pytest.raises(ScheduleError, match=r"^set_pools: 'pool1' has scope local: it lives in registers, in no pool$"):
         local.set_pools("pool1", "pool1", ["dtcm"])
     placed = Schedule(w.func).set_pools("pool1", "pool1", ["dtcm"])

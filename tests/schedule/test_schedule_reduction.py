@@ -138,3 +138,22 @@ def test_refuses_a_loop_that_binds_spatial_and_reduction_iter_vars() -> None:
     sch = sch.fuse(j, k)
     with pytest.raises(ScheduleError, match=r"loop 'j_k_fused' binds both a spatial and a reduction iter var of block 'C'"):
         sch.decompose_reduction("C", sch.last[0])
+
+
+def test_refuses_when_the_loops_below_compute_elements_twice():
+    """pool1 computed per 2-row tile of pool2 computes 4 rows a tile, 2 of them again in the next
+    tile: decomposed above the tile loop, one init would let both tiles' updates accumulate."""
+    from autotune import workloads
+
+    sch = Schedule(workloads.get("pool_chain", height=8, width=8, channels=4).func)
+    _, y, *_ = sch.get_loops("pool2")
+    sch = sch.split(y, [None, 2])
+    tile = sch.last[0]
+    sch = sch.compute_at("pool1", tile)
+    with pytest.raises(
+        ScheduleError,
+        match=rf"^decompose_reduction: consecutive iterations of loop '{tile}' compute overlapping elements of 'pool1'",
+    ):
+        sch.decompose_reduction("pool1", tile)
+    inner = sch.get_loops("pool1")[2]  # at pool1's own row loop, below the tile loop: once per tile
+    assert sch.decompose_reduction("pool1", inner).last == ("pool1_init",)

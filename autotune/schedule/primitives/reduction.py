@@ -22,10 +22,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ... import ir
+from ...analysis import to_linear
 from ...errors import ScheduleError
 from ...ir.names import fresh_name
 from ..regions import refresh_regions
 from ..tree import all_names, block_path, loops_above, replace_in, replace_stmt
+from .placement import check_not_tied_to_a_loop
 
 Result = tuple[ir.Func, tuple[str, ...]]
 
@@ -67,6 +69,40 @@ def _check(blk: ir.Block, path: list[ir.Stmt], loops: list[ir.For], k: int) -> N
             raise ScheduleError(P, f"the bounds of loop '{f.loop_var.name}' depend on a reduction loop of '{name}'")
 
 
+def _check_once(blk: ir.Block, loops: list[ir.For], k: int) -> None:
+    """Refuse when an output element is computed by more than one iteration of the loops from
+    ``loops[k]`` down: the one init before them would let the repeated updates accumulate (a block
+    computed at a consumer's reduction loop, or in overlapping tiles, recomputes elements)."""
+    name, loop = blk.name, loops[k].loop_var.name
+    bindings = list(blk.bindings)
+    spatial = [b for iv, b in zip(blk.iter_vars, blk.bindings) if iv.kind != "reduce"]
+    below = [f for f in loops[k:] if (ir.as_int(f.extent) or 2) > 1]
+    for f in below:
+        if not any(f.loop_var in ir.free_vars(b) for b in bindings):
+            raise ScheduleError(
+                P,
+                f"block '{name}' is computed again on every iteration of loop '{f.loop_var.name}' below "
+                f"'{loop}': one init before '{loop}' would let the repeats accumulate",
+            )
+    for b in spatial:
+        moved = [f for f in below if f.loop_var in ir.free_vars(b)]
+        form = to_linear(b)
+        if not moved:
+            continue
+        if form is None or any(sum(f.loop_var in ir.free_vars(o) for o in spatial) > 1 for f in moved):
+            raise ScheduleError(P, f"cannot prove that the loops below '{loop}' compute each element of '{name}' once")
+        span = 0  # each element once: the steps, smallest first, must clear everything the smaller ones span
+        for f in sorted(moved, key=lambda f: abs(form.coeff(f.loop_var))):
+            step = abs(form.coeff(f.loop_var))
+            if step <= span:
+                raise ScheduleError(
+                    P,
+                    f"consecutive iterations of loop '{f.loop_var.name}' compute overlapping elements of "
+                    f"'{name}': one init before '{loop}' would let the repeats accumulate",
+                )
+            span += step * ((ir.as_int(f.extent) or 0) - 1)
+
+
 def decompose_reduction(func: ir.Func, block: str, loop: str) -> Result:
     """Give ``block``'s init a block of its own before ``loop`` (see the module docstring).
 
@@ -86,6 +122,8 @@ def decompose_reduction(func: ir.Func, block: str, loop: str) -> Result:
         raise ScheduleError(P, f"loop '{loop}' is not above block '{block}' (loops above it: {', '.join(names)})")
     k = names.index(loop)
     _check(blk, path, loops, k)
+    _check_once(blk, loops, k)
+    check_not_tied_to_a_loop(func, blk, P)
 
     taken = all_names(func)
     spatial = [(iv, b) for iv, b in zip(blk.iter_vars, blk.bindings) if iv.kind != "reduce"]
