@@ -163,9 +163,11 @@ def _check_shape(shape: Sequence[int], name: str) -> None:
 
 
 def if_then_else(cond: Expr, then_value: ExprLike, else_value: ExprLike) -> Expr:
-    """A lazy select: only the taken branch is evaluated."""
+    """A lazy select: only the taken branch is evaluated. A number for ``else_value`` is a constant of
+    the other branch's dtype: the 0.0 that pads an int8 window is the int8 0 (:func:`const`)."""
     t = ir.const(then_value)
-    return ir.Select(cond, t, ir.const(else_value, t.dtype))
+    other = else_value if isinstance(else_value, Expr) else const(else_value, t.dtype)
+    return ir.Select(cond, t, other)
 
 
 def const(value: float | int, dtype: str = "float32") -> Expr:

@@ -228,3 +228,14 @@ def test_operator_argument_errors() -> None:
         "dense: bias bias must have shape (4,), got (3,)"
     )
     assert err(lambda: ops.add(ph("a", 2, 3), ph("b", 3, 2))) == "add: shapes differ, a (2, 3) and b (3, 2)"
+
+
+def test_an_integer_window_pads_with_an_integer_zero():
+    """The padding of an int8 convolution is the int8 0, not a float32 0.0 that would send the
+    window through float32."""
+    data = te.placeholder((1, 4, 4, 2), "int8", name="data")
+    weight = te.placeholder((3, 3, 2, 2), "int8", name="weight")
+    conv = ops.conv2d_nhwc(data, weight, padding=1, name="conv")
+    func = te.create_func([data, weight], [conv], name="conv_int8")
+    (select,) = ir.collect(func.body, ir.Select)
+    assert select.false_value == ir.IntImm(0, "int8") and select.dtype == "int8"
