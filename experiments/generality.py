@@ -69,7 +69,7 @@ def write_config(name: str, trials: int) -> Path:
         "  pools: [{name: sram, size: 64MiB}]\n"
         f"  peak_limit: {limit(wl)}   # untuned workspace {wl.intermediate_bytes} B\n"
         f"search: {{space: cascade, trials: {trials}, sampler: tpe, cost_model: xgboost, seed: 0}}\n"
-        "measure: {warmup: 2, repeats: 10, timeout: 30s, check: true}\n"
+        "measure: {warmup: 2, repeats: 10, timeout: 60s, check: true}   # a limit includes the compile\n"
         "ray: {address: null, workers: 2}\n"
         f"output: ../../../results/generality/{name}\n",
         encoding="utf-8",
