@@ -8,6 +8,7 @@ reference and times the kernel.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -21,6 +22,7 @@ from ..lowering import DEFAULT_POOLS, Lowered, lower
 from ..measure import MeasureResult, measure
 from ..memory import Pool, draw, format_size, get_planner, parse_pools
 from ..schedule import Schedule, load_trace
+from ..search.target import Target
 from .common import EXIT_OK, EXIT_USAGE, EXIT_WRONG
 
 DEFAULT_WARMUP, DEFAULT_REPEATS = 2, 10
@@ -84,10 +86,30 @@ def _pools(args: argparse.Namespace) -> tuple[Pool, ...]:
     return DEFAULT_POOLS if args.pools is None else parse_pools(args.pools)
 
 
+def target_note(path: str, host: Target | None = None) -> str | None:
+    """What differs between the target a ``best.json`` was tuned on and this host, or None (a plain
+    trace, a record without a target, or the same target)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        tuned = Target.from_json(data["target"]) if isinstance(data, dict) and "target" in data else None
+    except (OSError, ValueError, TypeError):
+        return None
+    if tuned is None:
+        return None
+    changed = tuned.differences(host or Target.host())
+    if not changed:
+        return None
+    return f"note: {path} was tuned on another target ({'; '.join(changed)}): re-tune it for this machine"
+
+
 def _func(args: argparse.Namespace, wl: workloads.Workload) -> ir.Func:
-    """The workload's function, scheduled by the steps of ``--trace`` when given."""
+    """The workload's function, scheduled by the steps of ``--trace`` when given (with a note on
+    stderr when the trace's ``best.json`` was tuned on another target)."""
     if args.trace is None:
         return wl.func
+    note = target_note(args.trace)
+    if note is not None:
+        print(note, file=sys.stderr)
     return Schedule.replay(wl.func, load_trace(args.trace)).func
 
 

@@ -40,6 +40,7 @@ from .log import TrialLog, load_sessions
 from .records import TrialRecord, config_fields, fingerprint, machine, now, versions
 from .space import SearchSpace
 from .stopwatch import DriverTime
+from .target import Target
 
 __all__ = [
     "REMEASURE_ROUNDS", "TOP_K", "Figures", "TuneResult", "finish", "run_record", "top_trials", "warm_start",
@@ -241,6 +242,7 @@ def _write(
             "candidates": [{"trial": r.trial, **f.to_json()} for r, f in zip(top, figs)],
         },
         "run": run_record(cfg),
+        "target": Target.host().to_json(),
     }
     ir_text = str(lowering.lowered.func).rstrip("\n") + "\n"
     kernel = generate_source(lowering.lowered.func).text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -63,3 +64,18 @@ def test_the_space_follows_the_target() -> None:
     four = load_space(SPACES_DIR / "cascade.yaml", wl, (), replace(AVX2, cores=4))
     sch = four.apply(wl.func, {"parallel": "outer", "tile_rows": 1})
     assert sch.trace[0].op == "split" and dict(sch.trace[0].args)["factors"][0] == 4
+
+
+def test_check_says_when_a_best_json_was_tuned_on_another_target(tmp_path) -> None:
+    from autotune.cli.check import target_note
+
+    best = tmp_path / "best.json"
+    best.write_text(json.dumps({"trace": [], "target": AVX2.to_json()}))
+    assert target_note(str(best), host=AVX512) == (
+        f"note: {best} was tuned on another target (llvm_cpu: znver3 -> znver5; vector_bits: 256 -> 512; "
+        "vector_registers: 16 -> 32; l1d_bytes: 32768 -> 49152; l2_bytes: 524288 -> 1048576): re-tune it for this machine"
+    )
+    assert target_note(str(best), host=AVX2) is None
+    plain = tmp_path / "trace.json"
+    plain.write_text("[]")
+    assert target_note(str(plain), host=AVX512) is None  # a trace alone records no target

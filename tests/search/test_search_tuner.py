@@ -20,6 +20,7 @@ from autotune.config import RunConfig, load_config
 from autotune.errors import AutotuneError, ConfigError
 from autotune.measure.result import MeasureResult
 from autotune.search.log import TrialLog
+from autotune.search.target import Target
 from autotune.search.tuner import tune
 
 pytestmark = pytest.mark.slow
@@ -65,6 +66,7 @@ def test_ray_run_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert best["key"] not in {r.key for r in logged if r.status == "wrong"}
     assert best["figures"]["peak_bytes"] <= 12 * 1024
     assert best["speedup"] > 0 and best["memory_ratio"] > 0
+    assert Target.from_json(best["target"]) == Target.host()  # the machine it was tuned for
     assert "T.prim_func" in (out / "best_ir.txt").read_text()
     # faster or slower: at 8 trials of a tiny kernel, on cores shared with other tests, either happens
     assert re.search(r"^best: .+, [0-9.]+x (faster|slower) than the default schedule", printed, re.M)
