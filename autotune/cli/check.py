@@ -92,8 +92,8 @@ def target_note(path: str, host: Target | None = None) -> str | None:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
         tuned = Target.from_json(data["target"]) if isinstance(data, dict) and "target" in data else None
-    except (OSError, ValueError, TypeError):
-        return None
+    except (OSError, ValueError, TypeError, RecursionError):
+        return None  # not a best.json with a target: load_trace says what is wrong with the file
     if tuned is None:
         return None
     changed = tuned.differences(host or Target.host())

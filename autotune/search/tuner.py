@@ -369,6 +369,9 @@ def tune(
     check_fits(space, wl, mem.pools, mem.planner, cfg.search.seed, mem.peak_limit)
     warm = [] if cfg.search.warm_start is None else warm_start(cfg.search.warm_start, space)
     model = make_cost_model(cfg.search.cost_model, cfg.search.seed)
+    # the output directory is made once the checks pass, and before a cluster is started: an unusable
+    # one is refused at once (a run that fails before its first trial removes what it made)
+    log_path = log_path_for(output, resume)
     owned = isinstance(executor, str)
     if isinstance(executor, str):
         kwargs: dict[str, Any] = {"workers": cfg.ray.workers}
@@ -376,7 +379,6 @@ def tune(
             kwargs.update(address=cfg.ray.address, verbose=verbose)
         executor = make_executor(executor, **kwargs)  # an unreachable cluster: refused here
     try:
-        log_path = log_path_for(output, resume)  # the output directory is made once the checks pass
         with TrialLog(log_path) as log:
             start_session(log, cfg)  # machine, versions, config fingerprint; refuses a changed config
             search = _Search(cfg, wl, space, log, model, executor, progress, warm)

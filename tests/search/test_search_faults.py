@@ -32,7 +32,7 @@ from search_runs import InProcess, write_run_config
 
 from autotune import cli
 from autotune.config import load_config
-from autotune.errors import AutotuneError
+from autotune.errors import AutotuneError, ScheduleError
 from autotune.measure.result import MeasureResult
 from autotune.measure.task import MeasureTask
 from autotune.report import write_report
@@ -127,18 +127,13 @@ def annotated_resize_task(row_offset: int) -> MeasureTask:
     return MeasureTask("resize_conv", RESIZE, None, sch.trace_json(), (), warmup=0, repeats=2)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("kind", ["ray", "local"])
-def test_wrong_annotation_that_segfaults_is_a_crashed_result(kind: str) -> None:
-    """The worker dies of SIGSEGV; the task beside it is measured all the same."""
-    with make_executor(kind, workers=2) as executor:
-        results = {i: r for i, r, _ in executor.run([annotated_resize_task(2**36), annotated_resize_task(0)])}
-    assert results[0].status == "crashed"
-    if kind == "ray":
-        assert results[0].error.startswith("the worker died: WorkerCrashedError: "), results[0].error
-    else:
-        assert results[0].error == "the worker died: exit code -11 (killed by SIGSEGV)"
-    assert results[1].status == "ok", results[1].error
+def test_an_annotation_far_outside_the_buffer_is_refused_before_any_kernel() -> None:
+    """The kernel of an annotation 2**36 rows off read far outside any mapping and died of SIGSEGV;
+    annotate_buffer_access now refuses a region that lies wholly outside its buffer. (A kernel
+    that segfaults all the same is a crashed trial: tests/search/test_search_executors.py.)"""
+    with pytest.raises(ScheduleError, match=r"^annotate_buffer_access: the region .* lies outside 'data_global'"):
+        annotated_resize_task(2**36)
+    assert annotated_resize_task(0).trace  # the right annotation is accepted
 
 
 # ---------------------------------------------------------------- a worker killed during a task
