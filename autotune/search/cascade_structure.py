@@ -208,6 +208,11 @@ def _describe(
             padded.append((block.name, tuple(p.buffer.name for p in reads), producers))
     below = [f for f in spatial if loops.index(f) > loops.index(loop)]
     col = below[0] if below and (ir.as_int(below[0].extent) or 1) > 1 else None
+    plans = {
+        b.name: plan
+        for i, b in enumerate(stages)
+        if b.name in (*movable, last.name) and (plan := _tile_plan(func, b, row_dims[i])) is not None
+    }  # one register-tile plan per cascade stage that has one, in program order
     return Cascade(
         last=last.name,
         movable=tuple(movable),
@@ -235,26 +240,9 @@ def _describe(
             and _reduction_loops(func, b) is not None
             and _jam_plan(func, b, row_dims[i]) is not None
         ),
-        tileable=tuple(
-            (b.name, plan.block)
-            for i, b in enumerate(stages)
-            if b.name in (*movable, last.name) and (plan := _tile_plan(func, b, row_dims[i])) is not None
-        ),
-        row_tiled=tuple(
-            b.name
-            for i, b in enumerate(stages)
-            if b.name in (*movable, last.name)
-            and (plan := _tile_plan(func, b, row_dims[i])) is not None
-            and plan.rows
-        ),
-        packable=tuple(
-            b.name
-            for i, b in enumerate(stages)
-            if b.name in (*movable, last.name)
-            and (plan := _tile_plan(func, b, row_dims[i])) is not None
-            and plan.packed
-            and plan.block < plan.channels
-        ),
+        tileable=tuple((name, plan.block) for name, plan in plans.items()),
+        row_tiled=tuple(name for name, plan in plans.items() if plan.rows),
+        packable=tuple(name for name, plan in plans.items() if plan.packed and plan.block < plan.channels),
         consumers=consumers,
         padded=tuple(padded),
     )

@@ -4,8 +4,8 @@ The stages come from the function, in program order. The *last stage* is the
 latest block with a *row axis*: a spatial loop (extent > 1) whose iter var
 indexes exactly one dimension of each intermediate it reads, and so on back
 through every earlier stage (a pooling or convolution chain carries its rows
-from stage to stage; a global pool does not, so ``tiny_cnn`` cascades up to
-``pw2``). Later blocks stay where they are. Knobs::
+from stage to stage; a global pool does not, so a classifier cascades up to the
+stage before its global pool). Later blocks stay where they are. Knobs::
 
     tile_rows       rows of the last stage's output per tile (divisors of the rows and powers of two)
     at_<stage>      root | tile: compute an intermediate stage at the tile loop. Conditional: only
@@ -23,11 +23,13 @@ from stage to stage; a global pool does not, so ``tiny_cnn`` cascades up to
                     (experiments/copy_pad.py). Conditional: only with parallel outer
     fuse_<stage>    false | true: fuse the stage's two innermost spatial loops (columns x channels)
                     into one loop; over a row-major buffer it is one long contiguous loop, which
-                    LLVM vectorises far better than a short channel loop (pool_chain 0.38 -> 0.19 ms).
+                    LLVM vectorises far better than a short channel loop (measured 2x on two 3x3 max
+                    pools, experiments/knob_variants.py).
                     Conditional: only without regtile_<stage>
     unroll_<stage>  false | true: unroll the stage's reduction loops (a 3x3 window, a short channel
                     sum; only where they total at most codegen.UNROLL_LIMIT iterations); the code
-                    generator writes the accumulation as a balanced tree (pool_chain 0.19 -> 0.12 ms).
+                    generator writes the accumulation as a balanced tree (measured 1.6x on two 3x3 max
+                    pools, experiments/knob_variants.py).
                     Conditional: only without regtile_<stage>
     jam_<stage>     1 | 2 | 4: unroll-and-jam that many neighbouring output columns (at most: the
                     largest divisor of the column loop) below the channel loop, the window's columns
@@ -40,9 +42,9 @@ from stage to stage; a global pool does not, so ``tiny_cnn`` cascades up to
                     the rows that consecutive tiles share: 2 for a 3x3 window), outside the jammed
                     columns. The copies of a row share its window's rows with the next: a 3x3 max
                     takes one max per column after the first row (codegen's ``Partials`` reuses
-                    the pair of rows that both windows hold). pool_chain, full size on the Zen 3
-                    host: a tuned schedule with jamrows 2 on both pools ran 0.774x its time, in
-                    one process (experiments/knob_variants.py).
+                    the pair of rows that both windows hold). Two 3x3 max pools on the Zen 3 host:
+                    jamrows 2 on both ran 0.774x the tuned time, in one process
+                    (experiments/knob_variants.py, results/knob_variants_pool_chain.md).
                     Conditional like jam_.
     pack_<stage>    block | root: for a register-tiled stage that reads an operand across its channels
                     with a stride (a dense layer's weight [O, K], a matmul's K[j, d]), copy that operand
@@ -64,15 +66,16 @@ from stage to stage; a global pool does not, so ``tiny_cnn`` cascades up to
                     one-column tile keeps its guard on the column loop, above the reduction
                     (``hoist_guards``); a wider tile guards each unrolled column in its updates and
                     its copy-out, its accumulators still in registers (``promote_accumulators``).
-                    bottleneck's expand under 28-column strips, full size on the Zen 3 host: 1.0 ms
-                    with a one-column tile against 1.14-1.5 ms without, in the same process.
+                    A 1x1 expand convolution under 28-column strips on the Zen 3 host: 1.0 ms with
+                    a one-column tile against 1.14-1.5 ms without, in the same process
+                    (results/knob_variants_bottleneck.md).
                     Offered up to as many accumulators as the host's vector registers hold
                     (``Target.register_floats``: 128 float32 on AVX2, 512 on
                     AVX-512). A tiled stage is neither fused nor
                     unrolled: fuse_<stage> and unroll_<stage> are conditional on regtile_<stage> 0.
                     (It was the other way round, regtile conditional on unroll off; TPE then
-                    learnt early that unrolling beats the plain loop and seldom drew a tile: of
-                    280 bottleneck trials, 238 unrolled expand, 32 drew an expand tile, 6 of those
+                    learnt early that unrolling beats the plain loop and seldom drew a tile: in
+                    one 280-trial run, 238 unrolled the expand stage, 32 drew its tile, 6 of those
                     ran and none of the 6 was parallel.)
     pad_<stage>     inline | copy: for a stage that pads a read inline (a select on the bounds of
                     the buffer it reads, as the operator library writes a padded convolution or
@@ -158,9 +161,9 @@ def _jam(sch: Schedule, stage: str, row_dim: int, columns: int, rows: int = 1) -
 
 
 COPY_PADS = (0, 4096)
-"""``copy_pad`` choices: none, or a page. In processes where bottleneck's tuned kernel ran slow, a gap
-of 0-256 bytes after the copies left it slow, 1 KiB helped a little, and 4, 16 and 44 KiB all made it
-fast; padding to 64 KiB was no faster than 4 KiB."""
+"""``copy_pad`` choices: none, or a page. In processes where a tuned inverted-bottleneck kernel ran
+slow, a gap of 0-256 bytes after the copies left it slow, 1 KiB helped a little, and 4, 16 and 44 KiB
+all made it fast; padding to 64 KiB was no faster than 4 KiB (results/copy_pad.md)."""
 
 
 def _register_tile(sch: Schedule, stage: str, row_dim: int, columns: int, pack: str = "block") -> Schedule:
