@@ -28,11 +28,13 @@ from autotune.ir import (
     BufferRegion,
     BufferStore,
     DeclBuffer,
+    Expr,
     For,
     IntImm,
     Max,
     Min,
     Range,
+    Stmt,
     Sub,
     Var,
     Visitor,
@@ -46,8 +48,12 @@ from .bounds import DimBound, Relaxer
 
 __all__ = [
     "block_access_regions",
+    "buffer_users",
     "clip_region",
+    "common_loops",
+    "compact_box",
     "region_extents_const",
+    "region_at_site",
     "relax_region",
     "substitute_bindings",
     "union_regions",
@@ -233,3 +239,78 @@ def block_access_regions(block: Block) -> tuple[Regions, Regions, tuple[str, ...
     reads = _regions(collector.reads, an, fallback)
     writes = _regions(collector.writes, an, fallback)
     return reads, writes, tuple(fallback)
+
+
+# ---- the region of a buffer at a site ---------------------------------------
+User = tuple[Block, tuple[Stmt, ...]]
+"""A block that accesses a buffer, with the statements from the function body down to it."""
+
+
+class _Users(Visitor):
+    def __init__(self, buffer: Buffer) -> None:
+        self.buffer = buffer
+        self.stack: list[Stmt] = []
+        self.found: list[User] = []
+
+    def visit(self, node: object) -> None:
+        if not isinstance(node, Stmt):
+            return  # only statements hold blocks
+        self.stack.append(node)
+        if isinstance(node, Block) and node.name != "root" and any(r.buffer is self.buffer for r in (*node.reads, *node.writes)):
+            self.found.append((node, tuple(self.stack)))
+        self.generic_visit(node)
+        self.stack.pop()
+
+
+def buffer_users(body: Stmt, buffer: Buffer) -> list[User]:
+    """The blocks under ``body`` (the root block left out) whose regions name ``buffer``, in program
+    order, each with its path of statements from ``body``."""
+    users = _Users(buffer)
+    users.visit(body)
+    return users.found
+
+
+def common_loops(users: list[User]) -> list[For]:
+    """The loops around every one of ``users``, outermost first (the last is their innermost common loop)."""
+    common: list[Stmt] = []
+    for items in zip(*(path for _, path in users)):
+        if any(s is not items[0] for s in items):
+            break
+        common.append(items[0])
+    return [s for s in common if isinstance(s, For)]
+
+
+def region_at_site(users: list[User], buffer: Buffer, site: For | None) -> BufferRegion:
+    """The region of ``buffer`` that ``users`` access in one iteration of ``site`` (None: the whole body).
+
+    Each user's regions, written in loop variables, are relaxed over the loops between ``site``
+    and the block and united: ``B[ho*4 + hi + rh]`` under ``ho`` (the site), ``hi < 4`` and
+    ``rh < 3`` is ``B[ho * 4:ho * 4 + 6]``.
+    """
+    region: BufferRegion | None = None
+    for block, path in users:
+        inner = path[next(k for k, s in enumerate(path) if s is site) + 1 :] if site is not None else path
+        doms = {f.loop_var: Range(f.min, f.extent) for f in inner if isinstance(f, For)}
+        for r in (*block.reads, *block.writes):
+            if r.buffer is buffer:
+                relaxed = relax_region(substitute_bindings(r, block), doms)
+                region = relaxed if region is None else union_regions(region, relaxed)
+    if region is None:
+        raise IRError(f"region_at_site: no block accesses '{buffer.name}'")
+    return region
+
+
+def compact_box(buffer: Buffer, region: BufferRegion) -> list[tuple[Expr, int]]:
+    """Per dimension of ``buffer``, the offset to subtract and the extent that hold ``region``.
+
+    A dimension whose extent is not a constant smaller than the buffer's keeps the whole
+    dimension (offset 0).
+    """
+    box: list[tuple[Expr, int]] = []
+    for dim, rng in zip(buffer.const_shape(), region.region):
+        extent = as_int(simplify(rng.extent))
+        if extent is None or extent >= dim:
+            box.append((IntImm(0), dim))
+        else:
+            box.append((simplify(rng.min), extent))
+    return box

@@ -24,25 +24,18 @@ from dataclasses import replace
 
 from .. import ir
 from ..analysis.arith import simplify
-from ..analysis.region import relax_region, substitute_bindings, union_regions
+from ..analysis.region import User, buffer_users, common_loops, compact_box, region_at_site
 from ..errors import LoweringError
 from ..schedule.primitives.memory import register_problem
-from ..schedule.tree import allocating_block, block_path, loop_path, replace_stmt
+from ..schedule.tree import allocating_block, loop_path, replace_stmt
 from .blocks import POOLS_ANNOTATION
 from .rolling import ALLOC_OUTSIDE
 
 
-def _site(func: ir.Func, buf: ir.Buffer, outside: str | None) -> tuple[list[ir.Block], ir.For | None, list[ir.For]]:
-    """Accessing blocks, the site loop (None: root) and the parallel loops enclosing the site."""
-    blocks = [b for b in ir.collect(func.body, ir.Block) if b.name != "root" and any(r.buffer is buf for r in (*b.reads, *b.writes))]
-    paths = [block_path(func, b.name, "compact_buffers") for b in blocks]
-    common: list[ir.Stmt] = []
-    for items in zip(*paths):
-        if all(s is items[0] for s in items):
-            common.append(items[0])
-        else:
-            break
-    fors = [s for s in common if isinstance(s, ir.For)]
+def _site(func: ir.Func, buf: ir.Buffer, outside: str | None) -> tuple[list[User], ir.For | None, list[ir.For]]:
+    """Accessing blocks with their paths, the site loop (None: root) and the parallel loops enclosing the site."""
+    users = buffer_users(func.body, buf)
+    fors = common_loops(users)
     if outside is not None:
         names = [f.loop_var.name for f in fors]
         if outside in names:
@@ -51,33 +44,7 @@ def _site(func: ir.Func, buf: ir.Buffer, outside: str | None) -> tuple[list[ir.B
     if outlined and buf.scope != ir.REGISTER_SCOPE:
         fors = fors[: outlined[0]]  # an outlined nest takes arrays as arguments: allocate above it
     site = fors[-1] if fors else None
-    return blocks, site, [f for f in fors if f.kind == ir.ForKind.PARALLEL]
-
-
-def _region(func: ir.Func, buf: ir.Buffer, blocks: list[ir.Block], site: ir.For | None) -> ir.BufferRegion:
-    region: ir.BufferRegion | None = None
-    for b in blocks:
-        path = block_path(func, b.name, "compact_buffers")
-        inner = path[path.index(site) + 1 :] if site is not None else path
-        doms = {f.loop_var: ir.Range(f.min, f.extent) for f in inner if isinstance(f, ir.For)}
-        for r in (*b.reads, *b.writes):
-            if r.buffer is buf:
-                relaxed = relax_region(substitute_bindings(r, b), doms)
-                region = relaxed if region is None else union_regions(region, relaxed)
-    assert region is not None
-    return region
-
-
-def _box(buf: ir.Buffer, region: ir.BufferRegion) -> list[tuple[ir.Expr, int]]:
-    """Per dimension: the offset to subtract and the compacted extent."""
-    box = []
-    for dim, rng in zip(buf.const_shape(), region.region):
-        extent = ir.as_int(simplify(rng.extent))
-        if extent is None or extent >= dim:
-            box.append((ir.const(0), dim))
-        else:
-            box.append((simplify(rng.min), extent))
-    return box
+    return users, site, [f for f in fors if f.kind == ir.ForKind.PARALLEL]
 
 
 class _Rewrite(ir.Transformer):
@@ -146,10 +113,10 @@ def compact_one(func: ir.Func, buf: ir.Buffer) -> ir.Func:
     owner = allocating_block(func, buf)
     assert owner is not None
     outside = dict(ir.ann_get(owner.annotations, ALLOC_OUTSIDE, ())).get(buf.name)
-    blocks, site, parallel = _site(func, buf, outside)
-    if not blocks:
+    users, site, parallel = _site(func, buf, outside)
+    if not users:
         return func
-    box = _box(buf, _region(func, buf, blocks, site))
+    box = compact_box(buf, region_at_site(users, buf, site))
     extents = [e for _, e in box]
     # registers are private to each thread: no per-iteration copies for them
     prefix_loops = parallel if site is not None and buf.scope != ir.REGISTER_SCOPE else []

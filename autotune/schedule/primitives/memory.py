@@ -6,9 +6,9 @@ from dataclasses import replace
 
 from ... import ir
 from ...analysis.arith import simplify
-from ...analysis.region import relax_region, substitute_bindings, union_regions
+from ...analysis.region import buffer_users, common_loops, compact_box, region_at_site
 from ...errors import ScheduleError
-from ..tree import allocating_block, block_path, get_block, get_loop, replace_stmt
+from ..tree import allocating_block, get_block, get_loop, replace_stmt
 from .placement import DOUBLE, ROLLING
 
 Result = tuple[ir.Func, tuple[str, ...]]
@@ -94,36 +94,18 @@ def register_problem(func: ir.Func, buf: ir.Buffer) -> str | None:
     variable is left in an index must be unrolled, and a rolling or double buffer (indexed
     modulo its window or slot count by a loop) cannot be local.
     """
-    blocks = [b for b in ir.collect(func.body, ir.Block) if b.name != "root" and any(r.buffer is buf for r in (*b.reads, *b.writes))]
-    for b in blocks:
+    users = buffer_users(func.body, buf)
+    for b, _ in users:
         for key, what in ((ROLLING, "rolling buffer"), (DOUBLE, "double buffer")):
             info = ir.ann_get(b.annotations, key)
             if info is not None and (key == DOUBLE or info[0] == buf.name) and any(w.buffer is buf for w in b.writes):
                 return f"block '{b.name}' makes it a {what}, indexed by a loop"
-    if not blocks:
+    if not users:
         return None
-    paths = [block_path(func, b.name, "set_scope") for b in blocks]
-    common = []
-    for items in zip(*paths):
-        if any(s is not items[0] for s in items):
-            break
-        common.append(items[0])
-    fors = [s for s in common if isinstance(s, ir.For)]
-    site = fors[-1] if fors else None
-    region: ir.BufferRegion | None = None
-    for b, path in zip(blocks, paths):
-        inner = path[path.index(site) + 1 :] if site is not None else path
-        doms = {f.loop_var: ir.Range(f.min, f.extent) for f in inner if isinstance(f, ir.For)}
-        for r in (*b.reads, *b.writes):
-            if r.buffer is buf:
-                relaxed = relax_region(substitute_bindings(r, b), doms)
-                region = relaxed if region is None else union_regions(region, relaxed)
-    assert region is not None
-    offsets: list[ir.Expr] = []
-    for rng, size in zip(region.region, buf.const_shape()):
-        extent = ir.as_int(simplify(rng.extent))
-        offsets.append(simplify(rng.min) if extent is not None and extent < size else ir.const(0))
-    for b, path in zip(blocks, paths):
+    fors = common_loops(users)
+    box = compact_box(buf, region_at_site(users, buf, fors[-1] if fors else None))
+    offsets = [offset for offset, _ in box]
+    for b, path in users:
         loops = {f.loop_var: f for f in path if isinstance(f, ir.For)}
         vmap = {iv.var: binding for iv, binding in zip(b.iter_vars, b.bindings)}
         for indices in _accesses(b, buf):
