@@ -22,7 +22,7 @@ from __future__ import annotations
 import fnmatch
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import prod
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ from ..memory import Pool
 from ..schedule import Schedule
 from ..workloads import Workload
 from .space_cascade import CascadeFamily
-from .space_family import Domain, Family, Requires, same_value
+from .space_family import KINDS, Domain, Family, Requires, same_value
 from .space_gemm import GemmFamily
 from .target import Target
 
@@ -75,8 +75,12 @@ class Knob:
     name: str
     choices: tuple[Any, ...]
     requires: Requires = ()
+    kind: str = "layout"
+    """What the knob decides, one of :data:`~autotune.search.space_family.KINDS`."""
 
     def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"knob {self.name!r}: kind must be one of {KINDS}, got {self.kind!r}")
         if not self.choices or not all(_json_scalar(c) for c in self.choices):
             raise ValueError(
                 f"knob {self.name!r}: choices must be a non-empty tuple of int, str or bool, got {self.choices!r}"
@@ -230,7 +234,7 @@ def load_space(
         if len(choices) == 1:
             fixed.append((domain.name, choices[0]))
         else:
-            knobs.append(Knob(domain.name, choices, domain.requires))
+            knobs.append(Knob(domain.name, choices, domain.requires, domain.kind))
     knobs, fixed = _settle_requirements(knobs, fixed)
     name = top.text("name", Path(path).stem)
     return SearchSpace(name, tuple(knobs), tuple(fixed), family.name, str(path), target)
@@ -249,11 +253,11 @@ def _settle_requirements(
         if unknown:
             raise ValueError(f"knob {knob.name!r} requires unknown knobs {unknown}")
         pending = tuple((n, allowed) for n, allowed in knob.requires if n not in values)
-        decided = Knob(knob.name, knob.choices, tuple((n, a) for n, a in knob.requires if n in values))
+        decided = replace(knob, requires=tuple((n, a) for n, a in knob.requires if n in values))
         if not decided.active(values):
             fixed.append((knob.name, knob.choices[0]))
         else:
-            out.append(Knob(knob.name, knob.choices, pending))
+            out.append(replace(knob, requires=pending))
     return out, fixed
 
 

@@ -271,17 +271,22 @@ class CascadeFamily(Family):
         out = [int_domain("tile_rows", row_tiles, 1, c.rows)]
         readers = dict(c.consumers)
         out += [
-            choice_domain(f"at_{s}", ("tile", "root"), tuple((f"at_{r}", ("tile",)) for r in readers.get(s, ())))
+            choice_domain(
+                f"at_{s}", ("tile", "root"), tuple((f"at_{r}", ("tile",)) for r in readers.get(s, ())), kind="location"
+            )
             for s in c.movable
         ]
         out += [
             choice_domain(
-                f"mode_{s}", ("recompute", "rolling") if s in c.rollable else ("recompute",), ((f"at_{s}", ("tile",)),)
+                f"mode_{s}",
+                ("recompute", "rolling") if s in c.rollable else ("recompute",),
+                ((f"at_{s}", ("tile",)),),
+                kind="window",
             )
             for s in c.movable
         ]
         if pools:
-            out += [choice_domain(f"pool_{block}", tuple(pools)) for block, _ in c.buffers]
+            out += [choice_domain(f"pool_{block}", tuple(pools), kind="pool") for block, _ in c.buffers]
         if c.col_loop is not None:
             strips = [t for t in tile_choices(c.cols, c.cols // 2) if t >= 4]
             out.append(int_domain("strip", [0, *strips], 0, c.cols))
@@ -290,34 +295,35 @@ class CascadeFamily(Family):
             tiles = tuple(t for t in (1, 2, 4, 8) if t * block <= target.register_floats)
             # a tile over the rows needs rows in the tile loop
             rows = (("tile_rows", tuple(t for t in row_tiles if t > 1)),) if s in c.row_tiled else ()
-            out.append(choice_domain(f"regtile_{s}", (0, *tiles), rows))
+            out.append(choice_domain(f"regtile_{s}", (0, *tiles), rows, kind="tile"))
         for s in c.packable:
-            out.append(choice_domain(f"pack_{s}", ("block", "root"), ((f"regtile_{s}", (1, 2, 4, 8)),)))
+            out.append(choice_domain(f"pack_{s}", ("block", "root"), ((f"regtile_{s}", (1, 2, 4, 8)),), kind="location"))
         untiled = {s: ((f"regtile_{s}", (0,)),) if s in tileable else () for s in {*c.fusable, *c.unrollable}}
-        out += [choice_domain(f"fuse_{s}", (False, True), untiled[s]) for s in c.fusable]
-        out += [choice_domain(f"unroll_{s}", (False, True), untiled[s]) for s in c.unrollable]
+        out += [choice_domain(f"fuse_{s}", (False, True), untiled[s], kind="unroll") for s in c.fusable]
+        out += [choice_domain(f"unroll_{s}", (False, True), untiled[s], kind="unroll") for s in c.unrollable]
         for knob in ("jam", "jamrows"):
             out += [
                 choice_domain(
                     f"{knob}_{s}",
                     (1, 2, 4),
                     ((f"unroll_{s}", (True,)), *(((f"fuse_{s}", (False,)),) if s in c.fusable else ())),
+                    kind="unroll",
                 )
                 for s in c.jammable
             ]
         for stage, _, producers in c.padded:
-            out.append(choice_domain(f"pad_{stage}", ("inline", "copy")))
+            out.append(choice_domain(f"pad_{stage}", ("inline", "copy"), kind="layout"))
             where = (
                 (f"pad_{stage}", ("copy",)),
                 *(((f"at_{stage}", ("tile",)),) if stage in c.movable else ()),
                 *((f"at_{p}", ("root",)) for p in producers),
             )
-            out.append(choice_domain(f"padat_{stage}", ("tile", "root"), where))
-        out.append(choice_domain("parallel", ("none", "outer") if c.rows > 1 else ("none",)))
+            out.append(choice_domain(f"padat_{stage}", ("tile", "root"), where, kind="location"))
+        out.append(choice_domain("parallel", ("none", "outer") if c.rows > 1 else ("none",), kind="parallel"))
         if c.rows > 1:
-            out.append(choice_domain("copy_pad", COPY_PADS, (("parallel", ("outer",)),)))
+            out.append(choice_domain("copy_pad", COPY_PADS, (("parallel", ("outer",)),), kind="parallel"))
         last_tiled = ((f"regtile_{c.last}", (0,)),) if c.last in dict(c.tileable) else ()
-        out.append(choice_domain("vectorize", (False, True), last_tiled))
+        out.append(choice_domain("vectorize", (False, True), last_tiled, kind="vectorize"))
         return tuple(out)
 
     def apply(self, func: ir.Func, values: Mapping[str, Any], target: Target) -> Schedule:

@@ -19,6 +19,7 @@ from ..schedule import Schedule
 from .target import Target
 
 __all__ = [
+    "KINDS",
     "Domain",
     "Family",
     "Requires",
@@ -34,6 +35,21 @@ __all__ = [
 Requires = tuple[tuple[str, tuple[Any, ...]], ...]
 """``((knob, values), ...)``: a knob matters only while each named knob takes one of its values."""
 
+KINDS = ("tile", "location", "window", "unroll", "parallel", "vectorize", "pool", "layout")
+"""What a knob decides, one mutator per kind (:mod:`autotune.search.mutators`):
+
+- ``tile``: an integer extent, ordered (a tile size, a strip width, a register tile; 0 for none);
+- ``location``: where a block is computed (at its consumer's tile loop or at root; a padded copy's
+  or a packed operand's place);
+- ``window``: how a tiled intermediate whose tiles overlap is kept (rolling buffer or recompute);
+- ``unroll``: unrolling, fusing and jamming of short loops;
+- ``parallel``: which loop runs on the cores, and how a parallel part's copies are spaced;
+- ``vectorize``: the vector mark of the innermost loop;
+- ``pool``: the memory pool of an allocation;
+- ``layout``: how operands are staged and ordered (padded copies, cached tiles, double buffers,
+  loop orders).
+"""
+
 
 @dataclass(frozen=True)
 class Domain:
@@ -45,6 +61,12 @@ class Domain:
     expected: str
     accepts: Callable[[Any], bool]
     requires: Requires = ()
+    kind: str = "layout"
+    """One of :data:`KINDS`."""
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"knob {self.name!r}: kind must be one of {KINDS}, got {self.kind!r}")
 
 
 class Family(ABC):
@@ -72,8 +94,8 @@ def same_value(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-def choice_domain(name: str, options: Sequence[Any], requires: Requires = ()) -> Domain:
-    """A knob that takes one of ``options`` (the first is the default)."""
+def choice_domain(name: str, options: Sequence[Any], requires: Requires = (), *, kind: str) -> Domain:
+    """A knob of ``kind`` that takes one of ``options`` (the first is the default)."""
     options = tuple(options)
     return Domain(
         name,
@@ -81,10 +103,13 @@ def choice_domain(name: str, options: Sequence[Any], requires: Requires = ()) ->
         "one of " + ", ".join(map(repr, options)),
         lambda v: any(same_value(v, o) for o in options),
         requires,
+        kind,
     )
 
 
-def int_domain(name: str, derived: Sequence[int], lo: int, hi: int, requires: Requires = ()) -> Domain:
+def int_domain(
+    name: str, derived: Sequence[int], lo: int, hi: int, requires: Requires = (), *, kind: str = "tile"
+) -> Domain:
     """An integer knob from ``lo`` to ``hi``, offering ``derived`` unless narrowed."""
     return Domain(
         name,
@@ -92,6 +117,7 @@ def int_domain(name: str, derived: Sequence[int], lo: int, hi: int, requires: Re
         f"an integer from {lo} to {hi}",
         lambda v: isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi,
         requires,
+        kind,
     )
 
 

@@ -130,19 +130,19 @@ class GemmFamily(Family):
         out = [
             int_domain(f"tile_{axis}", tile_choices(n, max_tile), 1, n) for axis, n in zip("mnk", g.extents)
         ]
-        out.append(choice_domain("order", ORDERS))
-        out += [choice_domain(name, (False, True)) for name in ("cache_a", "cache_b", "double_buffer")]
-        out.append(choice_domain("parallel", ("none", "outer") if g.extents[0] > 1 else ("none",)))
-        out.append(choice_domain("vectorize", (False, True)))
+        out.append(choice_domain("order", ORDERS, kind="layout"))
+        out += [choice_domain(name, (False, True), kind="layout") for name in ("cache_a", "cache_b", "double_buffer")]
+        out.append(choice_domain("parallel", ("none", "outer") if g.extents[0] > 1 else ("none",), kind="parallel"))
+        out.append(choice_domain("vectorize", (False, True), kind="vectorize"))
         tiles = [f"{rx}x{ry}" for rx, ry in REGISTER_TILES if g.extents[0] % rx == 0 and g.extents[1] % ry == 0]
-        out.append(choice_domain("register_tile", ("none", *tiles)))
+        out.append(choice_domain("register_tile", ("none", *tiles), kind="tile"))
         if len(out[-1].derived) == 1:
             return tuple(out)
         # a register tile replaces the tiles, order, staged A, double buffering and the vector mark
         tiled = (("register_tile", ("none",)),)
         keep = ("parallel", "cache_b", "register_tile")
         out = [d if d.name in keep else replace(d, requires=tiled) for d in out]
-        out.append(choice_domain("panel_order", PANEL_ORDERS, (("register_tile", tuple(tiles)),)))
+        out.append(choice_domain("panel_order", PANEL_ORDERS, (("register_tile", tuple(tiles)),), kind="layout"))
         return tuple(out)
 
     def apply(self, func: ir.Func, values: Mapping[str, Any], target: Target) -> Schedule:

@@ -33,7 +33,7 @@ def _loops(func: ir.Func) -> list[str]:
 def test_panel_order_is_a_knob_of_register_tiles_only() -> None:
     _, space = _space()
     knob = next(k for k in space.knobs if k.name == "panel_order")
-    assert knob == Knob("panel_order", ("mn", "nm"), (("register_tile", ("4x16", "8x16", "4x32", "8x32")),))
+    assert knob == Knob("panel_order", ("mn", "nm"), (("register_tile", ("4x16", "8x16", "4x32", "8x32")),), "layout")
     assert space.default()["panel_order"] == "mn"
 
 

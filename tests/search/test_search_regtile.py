@@ -42,11 +42,11 @@ def test_contractions_have_register_tiles_max_windows_do_not() -> None:
 def test_register_tile_knobs_and_their_conditions() -> None:
     space = load_space(SPACES_DIR / "cascade.yaml", _small(), POOLS)
     knobs = {k.name: k for k in space.knobs}
-    assert knobs["regtile_expand"] == Knob("regtile_expand", (0, 1, 2, 4, 8))
-    assert knobs["regtile_project"] == Knob("regtile_project", (0, 1, 2, 4, 8))
+    assert knobs["regtile_expand"] == Knob("regtile_expand", (0, 1, 2, 4, 8), kind="tile")
+    assert knobs["regtile_project"] == Knob("regtile_project", (0, 1, 2, 4, 8), kind="tile")
     # a tiled stage is not unrolled: unroll is the conditional knob, so a sampler draws the tile first
-    assert knobs["unroll_expand"] == Knob("unroll_expand", (False, True), (("regtile_expand", (0,)),))
-    assert knobs["unroll_project"] == Knob("unroll_project", (False, True), (("regtile_project", (0,)),))
+    assert knobs["unroll_expand"] == Knob("unroll_expand", (False, True), (("regtile_expand", (0,)),), "unroll")
+    assert knobs["unroll_project"] == Knob("unroll_project", (False, True), (("regtile_project", (0,)),), "unroll")
     # the last stage's vector mark means nothing once its loops are a register tile
     assert knobs["vectorize"].requires == (("regtile_project", (0,)),)
     assert not knobs["unroll_expand"].active({"regtile_expand": 4})
@@ -179,8 +179,8 @@ def test_a_users_3x3_convolutions_get_register_tiles() -> None:
     wl = _resnet_body()
     assert analyze_cascade(wl.func).tileable == (("conv1", 8), ("conv2", 8))
     knobs = {k.name: k for k in load_space(SPACES_DIR / "cascade.yaml", wl, POOLS).knobs}
-    assert knobs["regtile_conv1"] == Knob("regtile_conv1", (0, 1, 2, 4, 8))
-    assert knobs["regtile_conv2"] == Knob("regtile_conv2", (0, 1, 2, 4, 8))
+    assert knobs["regtile_conv1"] == Knob("regtile_conv1", (0, 1, 2, 4, 8), kind="tile")
+    assert knobs["regtile_conv2"] == Knob("regtile_conv2", (0, 1, 2, 4, 8), kind="tile")
 
 
 @pytest.mark.slow
@@ -209,7 +209,7 @@ def test_a_users_padded_convolutions_get_pad_knobs() -> None:
     # conv1 pads the input (no producer in the chain), conv2 pads relu(conv1), which conv1 writes
     assert c.padded == (("conv1", ("data",), ()), ("conv2", ("conv1",), ("conv1",)))
     knobs = {k.name: k for k in load_space(SPACES_DIR / "cascade.yaml", wl, POOLS).knobs}
-    assert knobs["pad_conv2"] == Knob("pad_conv2", ("inline", "copy"))
+    assert knobs["pad_conv2"] == Knob("pad_conv2", ("inline", "copy"), kind="layout")
     # the copy's place is a choice only while conv1 stays at root: with conv1 at the tile loop, so is the copy
     assert knobs["padat_conv2"].requires == (("pad_conv2", ("copy",)), ("at_conv1", ("root",)))
     assert knobs["padat_conv1"].requires == (("pad_conv1", ("copy",)), ("at_conv1", ("tile",)))
@@ -284,7 +284,7 @@ def test_dense_layers_get_tiles_over_their_rows_with_packed_weights() -> None:
     assert c.packable == ("fc1",)  # 128 channels in blocks of 64: the copy can be made per block
     knobs = {k.name: k for k in load_space(SPACES_DIR / "cascade.yaml", _mlp(), POOLS).knobs}
     assert knobs["regtile_fc1"].requires == (("tile_rows", (2, 4, 8)),)  # rows in the tile loop
-    assert knobs["pack_fc1"] == Knob("pack_fc1", ("block", "root"), (("regtile_fc1", (1, 2, 4, 8)),))
+    assert knobs["pack_fc1"] == Knob("pack_fc1", ("block", "root"), (("regtile_fc1", (1, 2, 4, 8)),), "location")
 
 
 @pytest.mark.slow

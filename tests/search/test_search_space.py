@@ -58,22 +58,22 @@ def test_pool_chain_knobs() -> None:
     _, space = small("pool_chain")
     assert space.name == "cascade" and space.family == "cascade"
     assert space.knobs == (
-        Knob("tile_rows", (1, 2, 4, 8, 16, 32)),
-        Knob("at_pool1", ("tile", "root")),
-        Knob("mode_pool1", ("recompute", "rolling"), (("at_pool1", ("tile",)),)),
-        Knob("pool_pool1", ("dtcm", "sram")),
-        Knob("strip", (0, 4, 8, 16)),
-        Knob("fuse_pool1", (False, True)),
-        Knob("fuse_pool2", (False, True)),
-        Knob("unroll_pool1", (False, True)),
-        Knob("unroll_pool2", (False, True)),
-        Knob("jam_pool1", (1, 2, 4), (("unroll_pool1", (True,)), ("fuse_pool1", (False,)))),
-        Knob("jam_pool2", (1, 2, 4), (("unroll_pool2", (True,)), ("fuse_pool2", (False,)))),
-        Knob("jamrows_pool1", (1, 2, 4), (("unroll_pool1", (True,)), ("fuse_pool1", (False,)))),
-        Knob("jamrows_pool2", (1, 2, 4), (("unroll_pool2", (True,)), ("fuse_pool2", (False,)))),
-        Knob("parallel", ("none", "outer")),
-        Knob("copy_pad", (0, 4096), (("parallel", ("outer",)),)),
-        Knob("vectorize", (False, True)),
+        Knob("tile_rows", (1, 2, 4, 8, 16, 32), kind="tile"),
+        Knob("at_pool1", ("tile", "root"), kind="location"),
+        Knob("mode_pool1", ("recompute", "rolling"), (("at_pool1", ("tile",)),), "window"),
+        Knob("pool_pool1", ("dtcm", "sram"), kind="pool"),
+        Knob("strip", (0, 4, 8, 16), kind="tile"),
+        Knob("fuse_pool1", (False, True), kind="unroll"),
+        Knob("fuse_pool2", (False, True), kind="unroll"),
+        Knob("unroll_pool1", (False, True), kind="unroll"),
+        Knob("unroll_pool2", (False, True), kind="unroll"),
+        Knob("jam_pool1", (1, 2, 4), (("unroll_pool1", (True,)), ("fuse_pool1", (False,))), "unroll"),
+        Knob("jam_pool2", (1, 2, 4), (("unroll_pool2", (True,)), ("fuse_pool2", (False,))), "unroll"),
+        Knob("jamrows_pool1", (1, 2, 4), (("unroll_pool1", (True,)), ("fuse_pool1", (False,))), "unroll"),
+        Knob("jamrows_pool2", (1, 2, 4), (("unroll_pool2", (True,)), ("fuse_pool2", (False,))), "unroll"),
+        Knob("parallel", ("none", "outer"), kind="parallel"),
+        Knob("copy_pad", (0, 4096), (("parallel", ("outer",)),), "parallel"),
+        Knob("vectorize", (False, True), kind="vectorize"),
     )
     assert space.fixed == ()
     assert space.default() == {
@@ -168,7 +168,7 @@ def test_stages_come_from_the_function() -> None:
 def test_bottleneck_fixes_what_cannot_vary() -> None:
     _, space = small("bottleneck")
     assert dict(space.fixed) == {"mode_depthwise": "recompute"}
-    assert Knob("tile_rows", (1, 2, 4, 8, 16)) in space.knobs
+    assert Knob("tile_rows", (1, 2, 4, 8, 16), kind="tile") in space.knobs
 
 
 def test_gemm_knobs() -> None:
@@ -185,7 +185,7 @@ def test_gemm_knobs() -> None:
 def test_cascade_tiles_are_divisors_and_powers_of_two() -> None:
     wl = get("bottleneck", height=112, width=112, cin=4, expand=8)
     space = load_space(SPACES_DIR / "cascade.yaml", wl, ())
-    assert space.knobs[0] == Knob("tile_rows", (1, 2, 4, 7, 8, 14, 16, 28, 32))
+    assert space.knobs[0] == Knob("tile_rows", (1, 2, 4, 7, 8, 14, 16, 28, 32), kind="tile")
     assert not any(k.name.startswith("pool_") for k in space.knobs)  # no pools given, no pool knobs
 
 
@@ -580,3 +580,16 @@ def test_mutate_changes_active_knobs_and_resets_the_inactive() -> None:
         # the first one off: copy_pad, then parallel none, leaves one change)
         two = space.mutate(parent, np.random.default_rng(seed), changes=2)
         assert 1 <= sum(two[k] != parent[k] for k in two) <= 4
+
+
+def test_a_knob_of_no_known_kind_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"knob 'x': kind must be one of \('tile', .*got 'speed'"):
+        Knob("x", (0, 1), kind="speed")
+
+
+def test_every_derived_knob_has_a_kind_saying_what_it_decides() -> None:
+    _, space = small("pool_chain")
+    kinds = {k.name: k.kind for k in space.knobs}
+    assert {n for n, kind in kinds.items() if kind == "location"} == {"at_pool1"}
+    assert {n for n, kind in kinds.items() if kind == "window"} == {"mode_pool1"}
+    assert {n for n, kind in kinds.items() if kind == "pool"} == {"pool_pool1"}
