@@ -79,6 +79,9 @@ def variant_source(source: str, stride_elems: int) -> tuple[str, dict[str, tuple
 
 
 def child(name: str, strides_kib: list[int], rounds: int, calls: int) -> dict[str, Any]:
+    from autotune.codegen import configure_numba_env
+
+    configure_numba_env()  # 512-bit vectors on AVX-512: before numba reads its configuration
     import numba
 
     from autotune.codegen.build import _vectorizer  # the vectoriser switch codegen's build uses

@@ -56,6 +56,9 @@ def parse_variant(text: str) -> tuple[str, dict[str, Any]]:
 
 
 def run(workload: str, variants: list[tuple[str, dict[str, Any]]], rounds: int, min_ms: float) -> dict[str, Any]:
+    from autotune.codegen import configure_numba_env
+
+    configure_numba_env()  # 512-bit vectors on AVX-512: before numba reads its configuration
     import numba
 
     numba.set_num_threads(2)

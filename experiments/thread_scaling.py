@@ -62,6 +62,9 @@ def _median_ms(run: Any, min_ms: float) -> float:
 
 def child(name: str, rounds: int, min_ms: float) -> dict[str, Any]:
     """Build ``name``'s tuned kernel in this process and time it on 1 and 2 threads."""
+    from autotune.codegen import configure_numba_env
+
+    configure_numba_env()  # 512-bit vectors on AVX-512: before numba reads its configuration
     import numba
 
     wl = workloads.get(name, **bench.FULL[name])
