@@ -1,0 +1,131 @@
+"""The executor contract (:class:`Executor`), its registry, and the deadlines and failure results
+that every executor shares (see the package docstring for how deadlines are counted)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from types import TracebackType
+from typing import Any, ClassVar
+
+from ...errors import ConfigError, MeasureError
+from ...measure.result import MeasureResult
+from ...measure.task import MeasureTask
+
+__all__ = [
+    "COMPILE_ALLOWANCE_S",
+    "EXECUTORS",
+    "UNKNOWN_NODE",
+    "Executor",
+    "check_workers",
+    "every_round",
+    "make_executor",
+    "raised_error",
+    "register_executor",
+    "remeasure_limit",
+    "remeasure_timeout",
+    "task_limit",
+    "timeout_result",
+]
+
+COMPILE_ALLOWANCE_S = 20.0
+"""Seconds a task may take beyond its timed part(s): worker start, imports and the numba compile."""
+
+UNKNOWN_NODE = "unknown"
+"""The node of a task whose worker died or was killed before it could say where it ran."""
+
+
+class Executor(ABC):
+    """Runs measurement tasks on ``workers`` workers; a context manager that closes itself."""
+
+    name: ClassVar[str]
+    workers: int
+    remeasure_node: str = ""
+    """The node the last :meth:`remeasure` ran on (``""`` before one, or when not known)."""
+
+    @abstractmethod
+    def run(self, tasks: Sequence[MeasureTask]) -> Iterator[tuple[int, MeasureResult, str]]:
+        """Yield ``(index into tasks, result, node id)`` in completion order, once per task."""
+
+    @abstractmethod
+    def remeasure(self, tasks: Sequence[MeasureTask], rounds: int) -> list[list[MeasureResult]]:
+        """On one worker, time the tasks alternately ``rounds`` times; ``result[i]`` is task ``i``'s."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the workers (idempotent)."""
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+EXECUTORS: dict[str, type[Executor]] = {}
+
+
+def register_executor(cls: type[Executor]) -> type[Executor]:
+    """Class decorator: make ``cls`` available to :func:`make_executor` as ``cls.name``."""
+    if cls.name in EXECUTORS:
+        raise ValueError(f"executor {cls.name!r} is registered twice")
+    EXECUTORS[cls.name] = cls
+    return cls
+
+
+def make_executor(name: str, **kwargs: Any) -> Executor:
+    """The executor registered as ``name``, constructed with ``kwargs``."""
+    cls = EXECUTORS.get(name)
+    if cls is None:
+        raise ConfigError(f"unknown executor {name!r}; known executors: {', '.join(sorted(EXECUTORS))}")
+    return cls(**kwargs)
+
+
+def check_workers(workers: int, allowance: float) -> None:
+    """Raise ConfigError unless ``workers`` is an int >= 1 and ``allowance`` a number of seconds >= 0."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ConfigError(f"executor: workers must be an int >= 1, got {workers!r}")
+    if isinstance(allowance, bool) or not isinstance(allowance, (int, float)) or allowance < 0:
+        raise ConfigError(f"executor: compile_allowance must be a number of seconds >= 0, got {allowance!r}")
+
+
+def task_limit(task: MeasureTask, workers: int, allowance: float) -> float:
+    """Seconds ``task`` may take from submission: the allowance, plus its timeout once, or once per
+    worker when it times under the machine's lock (it may wait for the others' timed parts)."""
+    return allowance + task.timeout * (workers if task.lock_timing else 1)
+
+
+def timeout_result(task: MeasureTask, workers: int, allowance: float) -> MeasureResult:
+    """The ``timeout`` result of a task killed at its :func:`task_limit`, saying how the limit was made."""
+    limit = task_limit(task, workers, allowance)
+    waits = f" x {workers} workers timing in turn" if task.lock_timing and workers > 1 else ""
+    return MeasureResult.failure(
+        "timeout",
+        f"no result after {limit:g} s (timeout {task.timeout:g} s{waits} + {allowance:g} s "
+        "to start and compile); the worker was killed",
+    )
+
+
+def raised_error(index: int, task: MeasureTask | None, text: str) -> MeasureError:
+    """The error that an exception in a worker becomes (``task`` None: a remeasure), with its traceback."""
+    what = f"task {index} ({task.workload})" if task is not None else "remeasure"
+    return MeasureError(f"{what} raised in the worker:\n{text}")
+
+
+def remeasure_limit(tasks: Sequence[MeasureTask], rounds: int, allowance: float) -> float:
+    """The time a remeasure may take: every task's timeout ``rounds`` times plus one allowance each."""
+    return sum(t.timeout * rounds + allowance for t in tasks)
+
+
+def remeasure_timeout(limit: float) -> MeasureResult:
+    """The ``timeout`` result of a remeasure killed after ``limit`` seconds."""
+    return MeasureResult.failure("timeout", f"remeasure: no result after {limit:g} s; the worker was killed")
+
+
+def every_round(
+    tasks: Sequence[MeasureTask], rounds: int, result: MeasureResult
+) -> list[list[MeasureResult]]:
+    """The same failure for every round of every task (a remeasure that died or hung)."""
+    return [[result] * rounds for _ in tasks]
