@@ -13,12 +13,10 @@ from math import prod
 from .. import ir
 from ..errors import CodegenError
 from ..ir import expr as E
+from ..schedule.primitives.memory import REGISTER_LIMIT
 from .exprgen import ExprWriter
 from .names import Names
 from .signature import StorageArg
-
-REGISTER_LIMIT = 1024
-"""The most elements a ``local`` allocation may have: past the register file, spills cost more than memory."""
 
 
 class Declarations:

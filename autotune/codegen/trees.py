@@ -14,11 +14,10 @@ from math import prod
 
 from .. import ir
 from ..ir import expr as E
+from ..schedule.primitives.memory import UNROLL_LIMIT
 
 __all__ = ["TREE_OPS", "TREE_PREC", "UNROLL_LIMIT", "Partials", "balanced", "combine", "unrolled_reduction"]
 
-UNROLL_LIMIT = 64
-"""An ``unroll`` loop with a constant extent up to this becomes straight-line copies."""
 
 TREE_OPS: dict[type, str] = {E.Max: "max", E.Min: "min", E.Add: "+"}
 TREE_PREC = {"max": 0, "min": 0, "+": 6}

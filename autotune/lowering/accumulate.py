@@ -67,11 +67,10 @@ from math import prod
 from .. import ir
 from ..analysis import sum_form
 from ..ir import names as irnames
+from ..schedule.primitives.memory import REGISTER_LIMIT, UNROLL_LIMIT
 
-UNROLL_LIMIT = 64
-"""The longest loop of a tile: codegen unrolls ``unroll`` loops up to its own ``UNROLL_LIMIT`` (the same)."""
-TILE_LIMIT = 1024
-"""The most elements of a tile: codegen's ``REGISTER_LIMIT`` for a ``local`` allocation (the same)."""
+TILE_LIMIT = REGISTER_LIMIT
+"""The most elements of a tile: as many as a ``local`` allocation may hold."""
 
 Indices = tuple[ir.Expr, ...]
 

@@ -8,7 +8,11 @@ creates (new loops, new blocks) are in ``.last``::
     sch = sch.split("h_1", [None, 4]); ho, hi = sch.last
     sch = sch.compute_at("B", ho).rolling_buffer("B", 0)
 
-Replaying the trace on the original function rebuilds the same IR.
+Replaying the trace on the original function rebuilds the same IR. A step that
+leaves a ``local`` buffer holding more elements at its site than the registers
+(``REGISTER_LIMIT``) is refused by that step, whichever primitive it is (a
+``compute_at`` that moves a block out of a tile, a ``cache_read`` of the buffer...),
+so the code generator never meets one.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from . import trace as tr
 from .args import check_args
 from .exprjson import callable_to_json
 from .primitives import PRIMITIVES
+from .primitives.memory import register_overflows
 from .tree import block_names, block_path, get_block, loop_path, loops_above
 
 
@@ -67,6 +72,7 @@ class Schedule:
         kwargs = {k: v for k, v in kwargs.items() if v is not None}
         check_args(op, fn, kwargs)
         func, outputs = fn(self.func, **kwargs)
+        _check_registers(op, self.func, func)
         step = tr.make_step(op, tuple(outputs), **kwargs)
         return Schedule(func, self.original, (*self.trace, step), tuple(outputs))
 
@@ -84,6 +90,18 @@ class Schedule:
             if step.outputs and sch.last != step.outputs:
                 raise ScheduleError(step.op, f"trace step {i} produced {list(sch.last)}, the trace says {list(step.outputs)}")
         return sch
+
+    # ---- decisions ---------------------------------------------------------
+    def sample(self, name: str, kind: str, candidates: Sequence[Any], decision: Any) -> Schedule:
+        """Record a decision of the search: ``name`` took ``decision`` among ``candidates`` (see
+        :mod:`~autotune.schedule.primitives.sample`); the function is unchanged. A name is decided once."""
+        if name in self.decisions():
+            raise ScheduleError("sample", f"decision {name!r} is already taken in this trace")
+        return self.apply("sample", name=name, kind=kind, candidates=tuple(candidates), decision=decision)
+
+    def decisions(self) -> dict[str, Any]:
+        """The value of every decision the trace records, by name, in the order taken."""
+        return {s.kwargs()["name"]: s.kwargs()["decision"] for s in self.trace if s.op == "sample"}
 
     # ---- loops -------------------------------------------------------------
     def split(self, loop: str, factors: Sequence[int | None], names: Sequence[str] | None = None) -> Schedule:
@@ -187,6 +205,17 @@ class Schedule:
             if buf.name == name:
                 return buf
         raise ScheduleError(primitive, f"block '{block}' does not access a buffer named '{name}'")
+
+
+def _check_registers(op: str, before: ir.Func, after: ir.Func) -> None:
+    """Refuse a step that leaves a ``local`` buffer larger than the registers (at its site) where it was not."""
+    over = register_overflows(after)
+    if not over:
+        return
+    known = register_overflows(before)
+    for name, reason in over.items():
+        if name not in known:
+            raise ScheduleError(op, f"local buffer '{name}' lives in registers, one per element: {reason}")
 
 
 def load_trace(path: str) -> tuple[tr.Step, ...]:

@@ -88,3 +88,65 @@ def test_loops_changed_after_set_scope_leave_the_buffer_in_memory_and_right():
     allocs = [dict(a.annotations) for a in ir.collect(lower(split.func).func.body, ir.Allocate)]
     assert [a.get("scope") for a in allocs] == [None] and "pool" in allocs[0]
     np.testing.assert_allclose(run(split), (A + 1) * 2)
+
+
+def wide_stages(rows: int, tile: int, cols: int = 64) -> Schedule:
+    """``B = A + 1; C = B * 2`` on [rows, cols], B computed per ``tile`` rows of C, every loop under ``io`` unrolled."""
+    a = te.placeholder((rows, cols), "float32", name="A")
+    b = te.compute((rows, cols), lambda i, j: a[i, j] + 1.0, name="B")
+    c = te.compute((rows, cols), lambda i, j: b[i, j] * 2.0, name="C")
+    sch = Schedule(te.create_func([a], [c], name="wide")).split("i_1", [None, tile], names=["io", "ii"])
+    return sch.compute_at("B", "io").unroll("i").unroll("j").unroll("ii").unroll("j_1")
+
+
+def test_a_tile_of_the_register_limit_is_registers_and_right():
+    sch = wide_stages(32, 16).set_scope("B", "B", "local")
+    lowered = lower(sch.func, verify=True)
+    [alloc] = ir.collect(lowered.func.body, ir.Allocate)
+    assert ir.ann_get(alloc.annotations, "scope") == "local" and [ir.as_int(e) for e in alloc.extents] == [1024]
+    a = np.arange(32 * 64, dtype=np.float32).reshape(32, 64)
+    out = np.full((32, 64), np.nan, np.float32)
+    run_source(lowered, (a,), [out])
+    np.testing.assert_allclose(out, (a + 1) * 2)
+
+
+def test_a_tile_over_the_register_limit_is_refused_by_set_scope():
+    with refused("at its site (loop 'io') it holds [32, 64], 2048 elements, over the limit of 1024"):
+        wide_stages(64, 32).set_scope("B", "B", "local")
+    root = Schedule(wide_stages(40, 40, cols=32).original).unroll("i").unroll("j").unroll("i_1").unroll("j_1")
+    with refused("at its site (the function body) it holds [40, 32], 1280 elements, over the limit of 1024"):
+        root.set_scope("B", "B", "local")
+
+
+def test_an_unrolled_loop_longer_than_the_code_generator_unrolls_is_refused_by_set_scope():
+    with refused(
+        "block 'B' indexes it with j, which varies with loop 'j' (unroll, 128 iterations: the code generator "
+        "writes out at most 64); split it and unroll the inner loops"
+    ):
+        wide_stages(8, 2, cols=128).set_scope("B", "B", "local")
+
+
+def later_refusal(primitive: str, reason: str) -> pytest.RaisesContext[ScheduleError]:
+    message = f"{primitive}: local buffer 'B' lives in registers, one per element: {reason}"
+    return pytest.raises(ScheduleError, match="^" + re.escape(message) + "$")
+
+
+def test_a_later_step_that_enlarges_a_local_tile_past_the_limit_is_refused_by_that_step():
+    sch = wide_stages(32, 16).set_scope("B", "B", "local")
+    # a padded layout: each row of 64 becomes 2 x 48 places
+    with later_refusal("transform_layout", "at its site (loop 'io') it holds [16, 2, 48], 1536 elements, over the limit of 1024"):
+        sch.transform_layout("B", "B", lambda i, j: [i, j // 48, j % 48])
+    # a wider read region of the consumer: 16 + 3 rows per tile
+    with later_refusal("annotate_buffer_access", "at its site (loop 'io') it holds [19, 64], 1216 elements, over the limit of 1024"):
+        sch.annotate_buffer_access("C", 0, "read", lambda i, j: [(i, i + 4), j])
+    # the same steps within the limit are accepted
+    sch.transform_layout("B", "B", lambda i, j: [i, j // 32, j % 32])
+    small = wide_stages(32, 8).set_scope("B", "B", "local")
+    small.annotate_buffer_access("C", 0, "read", lambda i, j: [(i, i + 4), j])
+
+
+def test_a_local_buffer_over_the_limit_in_the_given_function_is_not_blamed_on_a_later_step():
+    over = wide_stages(64, 32).func
+    buf = next(b for b in ir.collect(over.body, ir.Block) if b.name == "root").alloc_buffers[0]
+    func = ir.substitute(over, bmap={buf: buf.with_(scope="local")})
+    Schedule(func).split("io", [None, 1])  # the step does not change B's size: accepted

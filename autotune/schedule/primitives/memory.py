@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from math import prod
 
 from ... import ir
 from ...analysis.arith import simplify
@@ -13,6 +14,11 @@ from .placement import DOUBLE, ROLLING
 
 Result = tuple[ir.Func, tuple[str, ...]]
 POOLS_ANNOTATION = "candidate_memory_pools"
+
+REGISTER_LIMIT = 1024
+"""The most elements a ``local`` buffer may hold (one scalar each): past the register file, spills cost more than memory."""
+UNROLL_LIMIT = 64
+"""The longest ``unroll`` loop the code generator writes out as straight-line copies; a longer one stays a loop."""
 
 
 def find_buffer(func: ir.Func, block: str, name: str, primitive: str) -> ir.Buffer:
@@ -72,7 +78,7 @@ def set_scope(func: ir.Func, block: str, buffer: str, scope: str) -> Result:
     if scope == ir.REGISTER_SCOPE and buf.name in dict(ir.ann_get(owner.annotations, POOLS_ANNOTATION, ())):
         raise ScheduleError("set_scope", f"'{buf.name}' has candidate pools (set_pools); a local buffer lives in registers")
     if scope == ir.REGISTER_SCOPE:
-        problem = register_problem(func, buf)
+        problem = register_problem(func, buf) or register_overflow(func, buf)
         if problem is not None:
             raise ScheduleError("set_scope", f"local buffer '{buf.name}' lives in registers, one per element: {problem}")
     return ir.substitute(func, bmap={buf: buf.with_(scope=scope)}), ()
@@ -113,12 +119,51 @@ def register_problem(func: ir.Func, buf: ir.Buffer) -> str | None:
                 e = simplify(ir.Sub(ir.substitute(idx, vmap), off))
                 for v in sorted(ir.free_vars(e), key=lambda v: v.name):
                     f = loops.get(v)
-                    if f is not None and f.kind != ir.ForKind.UNROLLED and ir.as_int(f.extent) != 1:
+                    if f is None or ir.as_int(f.extent) == 1:
+                        continue
+                    if f.kind != ir.ForKind.UNROLLED:
                         return (
                             f"block '{b.name}' indexes it with {ir.to_text(e)}, which varies with loop "
                             f"'{v.name}' ({f.kind}); unroll the loops over it"
                         )
+                    if (ir.as_int(f.extent) or UNROLL_LIMIT + 1) > UNROLL_LIMIT:
+                        return (
+                            f"block '{b.name}' indexes it with {ir.to_text(e)}, which varies with loop "
+                            f"'{v.name}' (unroll, {ir.to_text(f.extent)} iterations: the code generator writes out "
+                            f"at most {UNROLL_LIMIT}); split it and unroll the inner loops"
+                        )
     return None
+
+
+def register_overflow(func: ir.Func, buf: ir.Buffer) -> str | None:
+    """Why ``buf`` is too large for registers, or None: compacted to its site (the innermost loop
+    around every block that accesses it) it must hold at most :data:`REGISTER_LIMIT` elements."""
+    users = buffer_users(func.body, buf)
+    if not users:
+        return None
+    fors = common_loops(users)
+    site = fors[-1] if fors else None
+    extents = [e for _, e in compact_box(buf, region_at_site(users, buf, site))]
+    if prod(extents) <= REGISTER_LIMIT:
+        return None
+    where = f"loop '{site.loop_var.name}'" if site is not None else "the function body"
+    return (
+        f"at its site ({where}) it holds [{', '.join(map(str, extents))}], {prod(extents)} elements, "
+        f"over the limit of {REGISTER_LIMIT}"
+    )
+
+
+def register_overflows(func: ir.Func) -> dict[str, str]:
+    """The ``local`` buffers of ``func`` that would live in registers (``register_problem`` finds
+    nothing) but hold more than :data:`REGISTER_LIMIT` elements, each with its ``register_overflow``."""
+    found: dict[str, str] = {}
+    for block in ir.collect(func.body, ir.Block):
+        for buf in block.alloc_buffers:
+            if buf.scope == ir.REGISTER_SCOPE and register_problem(func, buf) is None:
+                reason = register_overflow(func, buf)
+                if reason is not None:
+                    found[buf.name] = reason
+    return found
 
 
 VECTORIZERS = ("loop", "slp")
