@@ -5,7 +5,9 @@ For every block tagged by the ``rolling_buffer`` primitive with
 
 - sliding window: the producer's loop over ``dim`` computes all ``window`` rows in
   the first iteration of ``loop`` and only the ``stride`` new rows afterwards (a row
-  loop split by an unroll-and-jam of ``k`` rows slides by ``overlap / k`` steps);
+  loop split by an unroll-and-jam of ``k`` rows skips ``overlap // k`` steps; when ``k``
+  does not divide the overlap, the last ``overlap % k`` rows it keeps are computed again,
+  to the values they already hold, so every step computes ``k`` whole rows);
 - folding: the buffer keeps ``window`` rows along ``dim``, indexed ``row % window``;
   its allocation must stay outside ``loop`` (``ALLOC_OUTSIDE`` on the root block
   tells compaction).
@@ -79,12 +81,9 @@ def _slide(block: ir.Block, func: ir.Func, dim: int, loop: ir.For, window: int, 
     if not rows:
         raise LoweringError(f"inject_rolling_buffer: block '{block.name}' has no loop of extent {window} over dimension {dim}")
     row_loop, step = rows[0]
+    # a step that does not divide the overlap starts one step early: the first rows it computes
+    # again (overlap % step of them) are already in the window and get the same values
     overlap = window - stride
-    if overlap % step:
-        raise LoweringError(
-            f"inject_rolling_buffer: block '{block.name}' computes {step} rows per iteration of loop "
-            f"'{row_loop.loop_var.name}', which does not divide the {overlap} rows that consecutive tiles share"
-        )
     first = ir.eq(loop.loop_var, loop.min)
     start = ir.select(first, 0, overlap // step)
     new = replace(row_loop, min=start, extent=ir.Sub(ir.const(window // step), start))

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from ir_helpers import allocations
 from schedule_helpers import count_computations
 
-from autotune import ir, workloads
+from autotune import ir, te, workloads
 from autotune.errors import LoweringError, ScheduleError
 from autotune.lowering import lower
 from autotune.schedule import AXIS_SEPARATOR, Schedule
 from autotune.schedule.recipes import cascade
 from autotune.schedule.tree import loop_path, replace_stmt
+from autotune.workloads import ops
+from autotune.workloads import reference as ref
 
 
 @pytest.fixture(scope="module")
@@ -76,10 +79,40 @@ def test_rolling_buffer_under_a_split_row_loop(pool, run_func):
     lowered = run_func(pool, func, extra=(counter,))
     np.testing.assert_array_equal(counter, np.ones_like(counter))
     assert "for y_0 in T.serial(T.Select(y_1_0 == 0, 0, 1), 3):" in str(lowered.func)
-    # steps of three rows cannot skip the two rows that consecutive tiles share
-    message = "block 'pool1' computes 3 rows per iteration of loop 'y_0', which does not divide the 2 rows that consecutive tiles share"
-    with pytest.raises(LoweringError, match=re.escape(message)):
-        lower(sch.split("y", [None, 3]).func)
+    # steps of three rows do not divide the two rows that consecutive tiles share: every step
+    # starts from the first row again (0 // 3 steps skipped), recomputing the two shared rows
+    func, counter = count_computations(sch.split("y", [None, 3]).func, "pool1")
+    lowered = run_func(pool, func, extra=(counter,))
+    assert "for y_0 in T.serial(2):" in str(lowered.func)
+    np.testing.assert_array_equal(counter[0, :, 0, 0], [1, 1, 1, 1, 2, 2, 1, 1, 2, 2, 1, 1])
+    assert allocations(lowered.func)["pool1"] == (6 * 7 * 4,)
+
+
+def pools_3_then_5(height: int) -> SimpleNamespace:
+    """data[1, H, 8, 2] -> 3x3 max pool -> 5x5 max pool: consecutive tiles of the second share 4 rows of the first."""
+    data = te.placeholder((1, height, 8, 2), "float32", name="data")
+    pool1 = ops.max_pool2d(data, 3, name="pool1")
+    pool2 = ops.max_pool2d(pool1, 5, name="pool2")
+    func = te.create_func([data], [pool2], name="pools_3_5")
+    rng = np.random.default_rng(0)
+    return SimpleNamespace(
+        func=func,
+        make_inputs=lambda seed: (rng.uniform(-1, 1, (1, height, 8, 2)).astype(np.float32),),
+        reference=lambda x: (ref.max_pool2d(ref.max_pool2d(x, 3), 5),),
+    )
+
+
+def test_rolling_buffer_under_a_split_row_loop_that_does_not_divide_the_overlap_steps_back(run_func):
+    chain = pools_3_then_5(16)
+    # tiles of 2 rows of pool2 need windows of 6 rows of pool1, 4 of them shared with the previous tile
+    sch = cascade(chain.func, "pool2", ["pool1"], tile=2, rolling=["pool1"]).split("y", [None, 3])
+    func, counter = count_computations(sch.func, "pool1")
+    lowered = run_func(chain, func, extra=(counter,))
+    # after the first tile, one step of 3 rows is skipped (4 // 3) and the next computes the
+    # last shared row again with the 2 new ones
+    assert "for y_0 in T.serial(T.Select(y_1_0 == 0, 0, 1), 2):" in str(lowered.func)
+    np.testing.assert_array_equal(counter[0, :, 0, 0], [1, 1, 1, 1, 1, 2, 1, 2, 1, 2, 1, 2, 1, 1])
+    assert allocations(lowered.func)["pool1"] == (6 * 6 * 2,)
 
 
 def test_rolling_buffer_golden(pool, golden):
