@@ -46,9 +46,14 @@ _SCALARS = (str, int, float, bool, type(None))
 
 
 def trace_key(trace: str) -> str:
-    """A stable hash (hex sha256) of a trace, insensitive to the JSON's whitespace and key order."""
+    """A stable hash (hex sha256) of the schedule a trace builds: insensitive to the JSON's whitespace
+    and key order and to its ``sample`` steps (decisions that select the same primitives are one
+    schedule, measured once)."""
     try:
-        text = json.dumps(json.loads(trace), sort_keys=True, separators=(",", ":"))
+        doc = json.loads(trace)
+        if isinstance(doc, dict) and isinstance(doc.get("steps"), list):
+            doc = {**doc, "steps": [s for s in doc["steps"] if not (isinstance(s, dict) and s.get("op") == "sample")]}
+        text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
     except ValueError:
         text = trace
     return hashlib.sha256(text.encode()).hexdigest()

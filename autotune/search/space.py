@@ -34,6 +34,7 @@ from ..config import Section, YamlDoc, describe_value, read_yaml, suggest
 from ..errors import ConfigError
 from ..memory import Pool
 from ..schedule import Schedule
+from ..schedule.trace import loads as loads_trace
 from ..workloads import Workload
 from .space_cascade import CascadeFamily
 from .space_family import KINDS, Domain, Family, Requires, same_value
@@ -192,8 +193,25 @@ class SearchSpace:
         return values
 
     def apply(self, func: ir.Func, assignment: Mapping[str, Any]) -> Schedule:
-        """The schedule of ``assignment`` (missing knobs take their default); ScheduleError if impossible."""
-        return FAMILIES[self.family].apply(func, self.values(assignment), self.target)
+        """The schedule of ``assignment`` (missing knobs take their default); ScheduleError if impossible.
+
+        Its trace starts with a ``sample`` step per knob that matters (active, more than one
+        choice), in :meth:`search_order`, then the primitives the family applies for them."""
+        values = self.values(assignment)
+        sch = Schedule(func)
+        for knob in self.search_order():
+            if knob.active(values):
+                sch = sch.sample(knob.name, knob.kind, knob.choices, values[knob.name])
+        return FAMILIES[self.family].apply(sch, values, self.target)
+
+    def decisions(self, trace: str) -> dict[str, Any]:
+        """The knob values a trace of this space records in its ``sample`` steps (ValueError for a
+        decision this space does not have or a value outside its choices); the knobs it does not
+        record take their defaults when the result is applied."""
+        steps = [s for s in loads_trace(trace) if s.op == "sample"]
+        out = {s.kwargs()["name"]: s.kwargs()["decision"] for s in steps}
+        self.values(out)  # the names and values belong to this space
+        return out
 
 
 # ---------------------------------------------------------------- loading

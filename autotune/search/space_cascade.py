@@ -326,10 +326,9 @@ class CascadeFamily(Family):
         out.append(choice_domain("vectorize", (False, True), last_tiled, kind="vectorize"))
         return tuple(out)
 
-    def apply(self, func: ir.Func, values: Mapping[str, Any], target: Target) -> Schedule:
-        c = analyze_cascade(func)
+    def apply(self, sch: Schedule, values: Mapping[str, Any], target: Target) -> Schedule:
+        c = analyze_cascade(sch.func)
         tile = values["tile_rows"]
-        sch = Schedule(func)
         if values["parallel"] == "outer":
             sch = sch.split(c.row_loop, [target.parallel_parts, None, tile])
         else:

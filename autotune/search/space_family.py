@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from .. import ir
 from ..schedule import Schedule
+from ..schedule.primitives.sample import KINDS
 from .target import Target
 
 __all__ = [
@@ -34,21 +35,6 @@ __all__ = [
 
 Requires = tuple[tuple[str, tuple[Any, ...]], ...]
 """``((knob, values), ...)``: a knob matters only while each named knob takes one of its values."""
-
-KINDS = ("tile", "location", "window", "unroll", "parallel", "vectorize", "pool", "layout")
-"""What a knob decides, one mutator per kind (:mod:`autotune.search.mutators`):
-
-- ``tile``: an integer extent, ordered (a tile size, a strip width, a register tile; 0 for none);
-- ``location``: where a block is computed (at its consumer's tile loop or at root; a padded copy's
-  or a packed operand's place);
-- ``window``: how a tiled intermediate whose tiles overlap is kept (rolling buffer or recompute);
-- ``unroll``: unrolling, fusing and jamming of short loops;
-- ``parallel``: which loop runs on the cores, and how a parallel part's copies are spaced;
-- ``vectorize``: the vector mark of the innermost loop;
-- ``pool``: the memory pool of an allocation;
-- ``layout``: how operands are staged and ordered (padded copies, cached tiles, double buffers,
-  loop orders).
-"""
 
 
 @dataclass(frozen=True)
@@ -83,8 +69,9 @@ class Family(ABC):
         """The knobs of ``func`` on ``target``; ConfigError when the family does not fit the function."""
 
     @abstractmethod
-    def apply(self, func: ir.Func, values: Mapping[str, Any], target: Target) -> Schedule:
-        """The schedule for a value of every knob; ScheduleError for an impossible combination.
+    def apply(self, sch: Schedule, values: Mapping[str, Any], target: Target) -> Schedule:
+        """``sch`` (the function, its decisions recorded) scheduled for a value of every knob;
+        ScheduleError for an impossible combination.
         ``parallel: outer`` runs the outer tile loop as ``target.parallel_parts`` contiguous parts
         under prange (one per core), so a buffer computed under it has one private copy per part."""
 

@@ -145,11 +145,10 @@ class GemmFamily(Family):
         out.append(choice_domain("panel_order", PANEL_ORDERS, (("register_tile", tuple(tiles)),), kind="layout"))
         return tuple(out)
 
-    def apply(self, func: ir.Func, values: Mapping[str, Any], target: Target) -> Schedule:
-        g = analyze_gemm(func)
+    def apply(self, sch: Schedule, values: Mapping[str, Any], target: Target) -> Schedule:
+        g = analyze_gemm(sch.func)
         if values.get("register_tile", "none") != "none":
-            return _micro_kernel(func, g, values, target.parallel_parts)
-        sch = Schedule(func)
+            return _micro_kernel(sch, g, values, target.parallel_parts)
         outer: dict[str, str] = {}
         inner: dict[str, str] = {}
         for axis, loop in zip("mnk", g.loops):
@@ -173,11 +172,10 @@ class GemmFamily(Family):
         return sch
 
 
-def _micro_kernel(func: ir.Func, g: Gemm, values: Mapping[str, Any], parts_count: int) -> Schedule:
+def _micro_kernel(sch: Schedule, g: Gemm, values: Mapping[str, Any], parts_count: int) -> Schedule:
     """The register-tiled product: ``for mo, no: acc[RX, RY] = 0; for k: acc += A[m, k] * B[k, n]; C = acc``
     (``for no, mo`` with ``panel_order: nm``; a packed panel is filled at the ``no`` loop)."""
     rx, ry = (int(v) for v in str(values["register_tile"]).split("x"))
-    sch = Schedule(func)
     sch = sch.split(g.loops[0], [None, rx])
     mo, mi = sch.last
     sch = sch.split(g.loops[1], [None, ry])

@@ -266,7 +266,27 @@ def test_trace_of_a_cascade(golden: Any) -> None:
             "pool_pool1": "sram",
         },
     )
-    assert [step.op for step in sch.trace] == [
+    # the decisions first, each knob that matters (a control before the knobs it switches on) ...
+    assert sch.decisions() == {
+        "at_pool1": "tile",
+        "fuse_pool1": False,
+        "fuse_pool2": False,
+        "unroll_pool1": False,
+        "unroll_pool2": False,
+        "parallel": "outer",
+        "tile_rows": 4,
+        "mode_pool1": "rolling",
+        "pool_pool1": "sram",
+        "strip": 0,
+        "copy_pad": 0,
+        "vectorize": True,
+    }
+    assert sch.trace[0].to_json() == {
+        "op": "sample",
+        "args": {"candidates": ["tile", "root"], "decision": "tile", "kind": "location", "name": "at_pool1"},
+    }
+    # ... then the primitives they select
+    assert [step.op for step in sch.trace if step.op != "sample"] == [
         "split",
         "compute_at",
         "rolling_buffer",
@@ -275,6 +295,28 @@ def test_trace_of_a_cascade(golden: Any) -> None:
         "set_pools",
     ]
     golden("search/space_pool_chain", str(sch.func))
+    assert space.decisions(sch.trace_json()) == sch.decisions()
+    assert space.apply(wl.func, space.decisions(sch.trace_json())).trace == sch.trace
+
+
+def test_a_mutated_decision_rebuilds_the_rest_of_the_trace() -> None:
+    wl, space = small("pool_chain")
+    sch = space.apply(wl.func, {"tile_rows": 4, "mode_pool1": "rolling", "parallel": "outer"})
+    decisions = {**space.decisions(sch.trace_json()), "at_pool1": "root"}
+    mutant = space.apply(wl.func, decisions)
+    # at root, the window mode no longer matters: no decision, no rolling_buffer
+    assert "mode_pool1" not in mutant.decisions() and mutant.decisions()["at_pool1"] == "root"
+    assert "rolling_buffer" not in [s.op for s in mutant.trace]
+    assert str(Schedule.replay(wl.func, mutant.trace_json()).func) == str(mutant.func)
+
+
+def test_a_trace_with_a_decision_outside_the_space_is_refused() -> None:
+    wl, space = small("pool_chain")
+    trace = space.apply(wl.func, {"tile_rows": 4}).trace_json().replace('"decision": 4', '"decision": 3')
+    with pytest.raises(ScheduleError, match=r"trace step \d+ does not apply: decision 'tile_rows': 3 is not one of its candidates \[1, 2, 4, 8, 16, 32\]"):
+        Schedule.replay(wl.func, trace)
+    with pytest.raises(ValueError, match=r"knob 'tile_rows' has choices \[1, 2, 4, 8, 16, 32\], got 3"):
+        space.decisions(trace)
 
 
 def test_fuse_and_unroll_give_one_contiguous_loop_and_straight_line_windows(golden: Any, tmp_path: Path) -> None:
@@ -284,7 +326,7 @@ def test_fuse_and_unroll_give_one_contiguous_loop_and_straight_line_windows(gold
     values = {"tile_rows": 4, "mode_pool1": "rolling", "strip": 8, "parallel": "outer", "vectorize": True}
     values |= {"fuse_pool1": True, "fuse_pool2": True, "unroll_pool1": True, "unroll_pool2": True}
     sch = space.apply(wl.func, values)
-    assert [step.op for step in sch.trace] == [
+    assert [step.op for step in sch.trace if step.op != "sample"] == [
         "split", "split", "reorder", "compute_at", "rolling_buffer", "fuse", "fuse",
         "unroll", "unroll", "unroll", "unroll", "parallel", "vectorize", "set_pools",
     ]  # fmt: skip
@@ -378,7 +420,7 @@ def test_rolling_without_overlap_is_a_schedule_error() -> None:
     wl, space = small("bottleneck")
     values = {**space.values({}), "mode_depthwise": "rolling"}  # the space itself fixes it to recompute
     with pytest.raises(ScheduleError, match="rolling_buffer: no dimension of 'depthwise' overlaps"):
-        FAMILIES["cascade"].apply(wl.func, values, space.target)
+        FAMILIES["cascade"].apply(Schedule(wl.func), values, space.target)
     with pytest.raises(
         ConfigError, match=r"knobs\.mode_depthwise\[0\]: expected one of 'recompute', got 'rolling'"
     ):

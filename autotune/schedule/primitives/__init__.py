@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ... import ir
-from . import buffers, cache, compute_at, layout, loops, memory, padding, reduction
+from . import buffers, cache, compute_at, layout, loops, memory, padding, reduction, sample
 
 Primitive = Callable[..., tuple[ir.Func, tuple[str, ...]]]
 
@@ -35,6 +35,7 @@ PRIMITIVES: dict[str, Primitive] = {
     "set_pools": memory.set_pools,
     "set_scope": memory.set_scope,
     "set_vectorizer": memory.set_vectorizer,
+    "sample": sample.sample,
 }
 
 __all__ = ["PRIMITIVES", "Primitive", "Any"]
