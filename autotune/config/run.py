@@ -24,6 +24,8 @@ from .yamldoc import Section, YamlDoc, describe_value, read_yaml, suggest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SPACES_DIR = REPO_ROOT / "search_spaces"
 SAMPLERS = ("tpe", "nsga2", "random")
+STRATEGIES = ("optuna", "evolutionary", "random")
+"""``search.strategy``: the names of ``autotune.search.strategies`` (a test keeps the two in step)."""
 COST_MODELS = ("xgboost", "none")
 OVERRIDES = ("trials", "workers", "ray_address", "output", "resume", "seed")
 MAX_SEED = 2**32 - 1
@@ -72,6 +74,10 @@ class SearchConfig:
     warm_start: Path | None = None
     """A ``best.json`` or ``trials.jsonl`` of an earlier run: its schedule (the best 4 ``ok`` trials of a
     log) is proposed first (``autotune.search.best.warm_start``)."""
+    strategy: str = "optuna"
+    """What proposes the candidates (``autotune.search.strategies``): ``optuna`` (with ``sampler``),
+    ``evolutionary`` (mutations of the fastest measured trials, ranked by the cost model) or
+    ``random`` (the control); ``sampler`` and ``mutation`` apply to ``optuna`` only."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,9 @@ class RunConfig:
             for p in self.memory.pools
         ]
         search = {k: getattr(self.search, k) for k in self.search.__dataclass_fields__}
+        for name, default in _OMITTED_AT_DEFAULT.items():  # added later: earlier fingerprints hold
+            if search[name] == default:
+                del search[name]
         return {
             "name": self.name,
             "workload": {**wl, "args": dict(self.workload.args)},
@@ -124,6 +133,11 @@ class RunConfig:
             "ray": {k: getattr(self.ray, k) for k in self.ray.__dataclass_fields__},
             "output": str(self.output),
         }
+
+
+_OMITTED_AT_DEFAULT: dict[str, Any] = {"strategy": "optuna"}
+"""Search fields that :meth:`RunConfig.to_dict` leaves out at their default value: the config fields
+of a run (its fingerprint, which a resume checks) stay what they were before the field existed."""
 
 
 # ---------------------------------------------------------------- loading
@@ -297,8 +311,8 @@ def _space(doc: YamlDoc, text: str, base: Path) -> Path:
 
 def _search(doc: YamlDoc, raw: Any, base: Path) -> SearchConfig:
     fields = (
-        "space", "trials", "sampler", "cost_model", "seed", "batch", "measure_per_round", "epsilon", "mutation",
-        "warm_start",
+        "space", "trials", "strategy", "sampler", "cost_model", "seed", "batch", "measure_per_round", "epsilon",
+        "mutation", "warm_start",
     )  # fmt: skip
     sec = Section(doc, ("search",), raw, fields, required=("space", "trials"))
     space = _space(doc, sec.text("space"), base)
@@ -317,6 +331,7 @@ def _search(doc: YamlDoc, raw: Any, base: Path) -> SearchConfig:
         epsilon=sec.number("epsilon", 0.25, 0.0, 1.0),
         mutation=sec.number("mutation", 0.0, 0.0, 1.0),
         warm_start=_warm_start(sec, base),
+        strategy=sec.choice("strategy", STRATEGIES, "optuna"),
     )
 
 

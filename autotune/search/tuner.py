@@ -1,4 +1,4 @@
-"""The tuner: Optuna proposes knobs, the cost model ranks them, the executor measures the chosen ones.
+"""The tuner: a search strategy proposes knobs, the cost model ranks them, the executor measures the chosen ones.
 
 :func:`tune` runs a whole search for a :class:`~autotune.config.RunConfig`::
 
@@ -7,32 +7,27 @@
 
 One round:
 
-1. ask Optuna for ``search.batch`` candidates (``search.measure_per_round``
-   with ``cost_model: none``); apply the space to each (a ScheduleError is an
-   ``invalid`` trial) and lower it with the config's pools (a pool overflow or
-   ``peak > peak_limit`` is ``infeasible``, with its exact peak, never
-   compiled). Both are logged at once: every infeasible one (they do not use
-   the trial budget), at most ``measure_per_round`` invalid ones per round (they
-   do) so that they cannot use up the budget before anything is measured; the
-   other invalid ones are told to Optuna all the same and may be logged when
-   proposed again. A candidate whose trace (or, if invalid, whose knobs) is
-   already logged is not tried again: Optuna is told the logged result;
+1. ask the strategy (``search.strategy``, :mod:`autotune.search.strategies`: Optuna's TPE or
+   NSGA-II, evolutionary, random) for ``search.batch`` proposals (``search.measure_per_round``
+   with ``cost_model: none``); apply the space to each (a ScheduleError is an ``invalid`` trial)
+   and lower it with the config's pools (a pool overflow or ``peak > peak_limit`` is
+   ``infeasible``, with its exact peak, never compiled). Both are logged at once: every
+   infeasible one (they do not use the trial budget), at most ``measure_per_round`` invalid ones
+   per round (they do) so that they cannot use up the budget before anything is measured; the
+   other invalid ones are told to the strategy all the same and may be logged when proposed
+   again. A proposal whose trace (or, if invalid, whose knobs) is already logged is not tried
+   again: the strategy is told the logged result;
 2. rank the feasible ones with the cost model, refitted every round on the
    features (:mod:`autotune.search.features`) of every ``ok`` trial so far;
 3. measure ``measure_per_round`` of them: the best by prediction, plus an
    ``epsilon`` share at random (seeded per round); all at random while the
    model is not ready;
-4. append each result to ``output/trials.jsonl`` as it arrives and tell Optuna
-   (see :mod:`autotune.search.candidates` for what Optuna is told).
+4. append each result to ``output/trials.jsonl`` as it arrives; at the end of the round the
+   strategy learns the outcome of every proposal (:class:`~autotune.search.strategies.Outcome`:
+   its trial, or none when it was ranked out or past the budget).
 
-With ``search.mutation`` above 0, that share of step 1's candidates are not the
-sampler's own draws but mutations of the best measured trials (one or two knobs
-changed, :meth:`~autotune.search.space.SearchSpace.mutate`), enqueued into the
-study so that Optuna learns from them like any other trial. TPE models each knob
-on its own and, in a conditional space, rarely revisits a region it sampled
-early and judged poor; local moves around the best trials find the neighbours
-that it misses (a schedule one knob away from a 320-trial TPE best, 0.84x its
-time, was never drawn in those 320 trials; ``results/knob_variants_*.md``).
+A resumed run's strategy first learns every trial of the log, so each strategy continues where
+the killed run stopped.
 
 Before the first round, :func:`~autotune.search.feasibility.check_fits` makes
 sure that some schedule of the space fits the pools and ``peak_limit`` (else a
@@ -65,7 +60,7 @@ from ..errors import AutotuneError, ScheduleError
 from ..schedule import Schedule
 from ..workloads import Workload
 from . import candidates as cand
-from .best import TuneResult, finish, top_trials, warm_start
+from .best import TuneResult, finish, warm_start
 from .cost_model import CostModel, make_cost_model
 from .executors import Executor, make_executor
 from .feasibility import check_fits
@@ -74,10 +69,7 @@ from .log import TrialLog, end_session, log_path_for, start_session, writing_res
 from .records import TrialRecord, trace_key
 from .space import SearchSpace, load_space
 from .stopwatch import Stopwatch
-
-MUTATION_PARENTS = 4
-"""``search.mutation`` mutates the best this many ``ok`` trials (MetaSchedule keeps a population of
-the best schedules it has measured and mutates them)."""
+from .strategies import Outcome, Proposal, make_strategy
 
 __all__ = ["LOG_NAME", "TuneResult", "tune"]
 
@@ -95,16 +87,19 @@ some schedule fits)."""
 class _Candidate:
     """A feasible, unmeasured candidate of this round."""
 
-    trial: Any  # optuna.Trial
-    knobs: tuple[tuple[str, Any], ...]
+    proposal: Proposal
     trace: str
     key: str
     lowering: cand.Lowering
     row: list[float]
 
+    @property
+    def knobs(self) -> tuple[tuple[str, Any], ...]:
+        return self.proposal.knobs
+
 
 class _Search:
-    """The state of one search: the log, the study, the model and the training rows."""
+    """The state of one search: the log, the strategy, the model and the training rows."""
 
     def __init__(
         self,
@@ -120,11 +115,9 @@ class _Search:
         """``warm``: knobs to propose first (``search.warm_start``, :func:`best.warm_start`)."""
         from tqdm import tqdm
 
-        warm = warm or []
-
         self.cfg, self.wl, self.space, self.log, self.model = cfg, wl, space, log, model
         self.executor = executor
-        self.study = cand.make_study(cfg.search.sampler, cfg.search.seed)
+        self.strategy = make_strategy(cfg.search, space)
         self.logged: dict[str, TrialRecord] = {}  # by trace key
         self.invalid: dict[tuple[tuple[str, Any], ...], TrialRecord] = {}  # by knobs
         self.settled = 0  # invalid and infeasible trials logged this round
@@ -143,9 +136,9 @@ class _Search:
         )
         for record in log.records:
             self._remember(record, None)
-        cand.add_logged(self.study, space, log.records)
-        for knobs in () if log.records else warm:  # a resumed run has proposed them already
-            self.study.enqueue_trial(knobs, skip_if_exists=True)
+        self.strategy.learn([Outcome(record) for record in log.records])  # a resumed strategy learns them
+        if not log.records:  # a resumed run has proposed them already
+            self.strategy.enqueue(warm or [])
         self.clock = Stopwatch()  # where the search loop's time goes (TuneResult.driver)
 
     # ---- bookkeeping -------------------------------------------------------
@@ -206,67 +199,53 @@ class _Search:
 
     # ---- one round ---------------------------------------------------------
     def run_round(self) -> tuple[int, int]:
-        """Propose, filter, rank and measure one batch; return how many trials it logged, and how
-        many of them use the budget."""
+        """Propose, filter, rank and measure one batch, and tell the strategy what became of each
+        proposal; return how many trials it logged, and how many of them use the budget."""
         before, measured = len(self.log.records), self.measured
         if self.model.ranks:
             with self.clock("model"):
                 self.model.fit(_matrix(self.rows), np.asarray(self.times, dtype=float))
         batch = self.cfg.search.batch if self.model.ranks else self.cfg.search.measure_per_round
         feasible: list[_Candidate] = []
+        outcomes: list[Outcome] = []
         self.settled = 0
-        twins: dict[str, list[Any]] = {}  # trace key -> later trials of this round with that key
-        for knobs in self._mutants(round(self.cfg.search.mutation * batch)):
-            self.study.enqueue_trial(knobs, skip_if_exists=True)  # asked first, before the sampler's
-        for _ in range(batch):
+        twins: dict[str, list[Proposal]] = {}  # trace key -> later proposals of this round with that key
+        for proposal in self.strategy.propose(batch):
             if self.remaining <= 0 or (not self.model.ranks and len(feasible) >= self.remaining):
-                break
-            c = self._propose(twins)
+                outcomes.append(Outcome(None, proposal))  # past the budget: not a trial
+                continue
+            c = self._try(proposal, twins, outcomes)
             if c is not None:
                 feasible.append(c)
-        self._measure(feasible, twins)
+        self._measure(feasible, twins, outcomes)
+        self.strategy.learn(outcomes)
         self.round += 1
         return len(self.log.records) - before, self.measured - measured
 
-    def _mutants(self, n: int) -> list[dict[str, Any]]:
-        """``n`` mutations (one or two knobs each, :meth:`SearchSpace.mutate`) of the best ``ok``
-        trials so far, parents in turn from the fastest; only their active knobs (what a sampler
-        would be asked). None before the first ``ok`` trial."""
-        parents = [dict(r.knobs) for r in top_trials(self.log.records, MUTATION_PARENTS)] if n > 0 else []
-        rng = np.random.default_rng([self.cfg.search.seed, self.round, 1])
-        return [
-            self.space.active_values(
-                self.space.mutate(parents[i % len(parents)], rng, changes=1 + int(rng.integers(2)))
-            )
-            for i in range(n if parents else 0)
-        ]
-
-    def _propose(self, twins: dict[str, list[Any]]) -> _Candidate | None:
-        """Ask one candidate; settle it at once if invalid or infeasible; None unless it is to be ranked."""
-        trial = self.study.ask()
-        chosen = dict(self.space.fixed)
-        for k in self.space.search_order():  # an inactive knob is not sampled: it keeps its default
-            chosen[k.name] = (
-                trial.suggest_categorical(k.name, k.choices) if k.active(chosen) else k.choices[0]
-            )
-        knobs = tuple((k.name, chosen[k.name]) for k in self.space.knobs)
+    def _try(
+        self, proposal: Proposal, twins: dict[str, list[Proposal]], outcomes: list[Outcome]
+    ) -> _Candidate | None:
+        """Apply and lower one proposal; settle it at once if invalid, infeasible or measured
+        before (its outcome goes to ``outcomes``); None unless it is to be ranked."""
+        knobs = proposal.knobs
         if knobs in self.invalid:  # these knobs gave no schedule before
-            cand.tell(self.study, trial, self.invalid[knobs])
+            outcomes.append(Outcome(self.invalid[knobs], proposal))
             return None
         try:
             with self.clock("lowering"):
                 sch = self.space.apply(self.wl.func, dict(knobs))
         except ScheduleError as exc:
             reason = str(exc)
-            self._settle([trial], 1.0, lambda n: TrialRecord(n, self.round, knobs, "invalid", reason=reason))
+            make = lambda n: TrialRecord(n, self.round, knobs, "invalid", reason=reason)  # noqa: E731
+            self._settle([proposal], 1.0, make, outcomes)
             return None
         trace = sch.trace_json()
         key = trace_key(trace)
         if key in self.logged:  # measured before (this run or the resumed one): nothing to measure
-            cand.tell(self.study, trial, self.logged[key])
+            outcomes.append(Outcome(self.logged[key], proposal))
             return None
         if key in twins:
-            twins[key].append(trial)
+            twins[key].append(proposal)
             return None
         twins[key] = []
         mem = self.cfg.memory
@@ -274,21 +253,28 @@ class _Search:
             low = cand.lower_candidate(sch.func, mem.pools, mem.planner, self.cfg.search.seed, mem.peak_limit)
         if low.lowered is None:
             self._settle(
-                [trial, *twins.pop(key)], low.excess,
+                [proposal, *twins.pop(key)], low.excess,
                 lambda n: TrialRecord(
                     n, self.round, knobs, "infeasible", reason=low.reason, peak_bytes=low.peak,
                     pool_bytes=low.pool_bytes, trace=trace,
                 ),
+                outcomes,
             )  # fmt: skip
             return None
         with self.clock("features"):
             row = self._row(low)
-        return _Candidate(trial, knobs, trace, key, low, row)
+        return _Candidate(proposal, trace, key, low, row)
 
-    def _settle(self, trials: list[Any], excess: float, make: Callable[[int], TrialRecord]) -> None:
-        """Log an invalid or infeasible candidate and tell Optuna. Infeasible ones do not use the
-        budget and are all logged; past the round's share of ``measure_per_round`` invalid ones,
-        tell Optuna only (it may be logged in a later round)."""
+    def _settle(
+        self,
+        proposals: list[Proposal],
+        excess: float,
+        make: Callable[[int], TrialRecord],
+        outcomes: list[Outcome],
+    ) -> None:
+        """Log an invalid or infeasible candidate. Infeasible ones do not use the budget and are
+        all logged; past the round's share of ``measure_per_round`` invalid ones, the strategy is
+        told the record all the same but it is not logged (it may be in a later round)."""
         record = make(self.next_trial)
         if record.status == "infeasible" or (
             self.settled < self.cfg.search.measure_per_round and self.remaining > 0
@@ -296,18 +282,13 @@ class _Search:
             self.settled += record.status != "infeasible"
             self._number()  # the number the record took
             self._append(record)
-            for t in trials:
-                cand.tell(self.study, t, record, excess)
-        else:
-            for t in trials:
-                cand.tell_failure(self.study, t, excess)
+        outcomes.extend(Outcome(record, p, excess) for p in proposals)
 
-    def _tell_all(self, trial: Any, twins: list[Any], record: TrialRecord, excess: float | None) -> None:
-        for t in (trial, *twins):
-            cand.tell(self.study, t, record, excess)
-
-    def _measure(self, feasible: list[_Candidate], twins: dict[str, list[Any]]) -> None:
-        """Choose, measure, log and tell; the candidates not chosen are told FAIL."""
+    def _measure(
+        self, feasible: list[_Candidate], twins: dict[str, list[Proposal]], outcomes: list[Outcome]
+    ) -> None:
+        """Choose, measure and log; every feasible proposal's outcome goes to ``outcomes`` (None
+        for those not chosen)."""
         s = self.cfg.search
         n = min(s.measure_per_round, self.remaining, len(feasible))
         with self.clock("model"):
@@ -324,12 +305,13 @@ class _Search:
                 pool_bytes=c.lowering.pool_bytes, predicted_ms=guess.get(c.key), node=node, trace=c.trace,
             )  # fmt: skip
             self._append(record, c.row)
-            self._tell_all(c.trial, twins.pop(c.key, []), record, c.lowering.excess)
+            outcomes.extend(
+                Outcome(record, p, c.lowering.excess) for p in (c.proposal, *twins.pop(c.key, []))
+            )
         measured = {c.key for c in chosen}
         for c in feasible:
             if c.key not in measured:
-                for t in (c.trial, *twins.pop(c.key, [])):
-                    cand.tell_unmeasured(self.study, t)
+                outcomes.extend(Outcome(None, p) for p in (c.proposal, *twins.pop(c.key, [])))
 
     def close(self) -> None:
         self.bar.close()

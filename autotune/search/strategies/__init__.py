@@ -1,0 +1,43 @@
+"""Search strategies: what proposes knob assignments to the tuner and learns from their trials.
+
+One module per strategy, each registered by name for ``search.strategy`` in a config:
+
+- ``optuna`` (:mod:`.optuna_study`, the default): Optuna's TPE, NSGA-II (latency and peak
+  memory) or random sampler, as ``search.sampler`` says;
+- ``evolutionary`` (:mod:`.evolutionary`): mutations of the fastest measured assignments, which
+  the tuner ranks with the cost model, plus a random share (MetaSchedule's evolutionary search);
+- ``random`` (:mod:`.random_search`): uniform draws, the control.
+
+The interface and its contract are in :mod:`.base`; a new strategy is one class with
+``@register_strategy``.
+"""
+
+from __future__ import annotations
+
+from . import evolutionary, optuna_study, random_search
+from .base import (
+    STRATEGIES,
+    Assignment,
+    Outcome,
+    Proposal,
+    SearchStrategy,
+    complete,
+    make_strategy,
+    random_assignment,
+    register_strategy,
+)
+
+__all__ = [
+    "STRATEGIES",
+    "Assignment",
+    "Outcome",
+    "Proposal",
+    "SearchStrategy",
+    "complete",
+    "evolutionary",
+    "make_strategy",
+    "optuna_study",
+    "random_assignment",
+    "random_search",
+    "register_strategy",
+]

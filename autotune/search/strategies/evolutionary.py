@@ -1,0 +1,86 @@
+"""Evolutionary search: children of the best measured assignments, ranked by the cost model.
+
+``search.strategy: evolutionary``, after MetaSchedule's evolutionary search:
+
+- the *population* is the :data:`POPULATION` fastest assignments measured so far (``ok`` trials,
+  by median latency; a resumed run starts from its log's);
+- each call to :meth:`~EvolutionarySearch.propose` makes children: a parent is the faster of two
+  members drawn at random (a tournament), and a child is the parent with one decision changed
+  (two with probability :data:`TWO_CHANGES`) by the mutator of that knob's kind
+  (:mod:`autotune.search.mutators`); an assignment that already has a trial is not proposed again;
+- :data:`RANDOM_SHARE` of each call's proposals are uniform random assignments (MetaSchedule's
+  epsilon share from its random initial population), and all are until :data:`MIN_PARENTS`
+  trials are ``ok``.
+
+The tuner lowers the proposals, ranks the feasible ones with the cost model and measures the best
+(plus its own ``search.epsilon`` share at random), so the model decides which children are worth a
+measurement; each measured child that is fast enough joins the population.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ...config import SearchConfig
+from ..space import SearchSpace
+from .base import Assignment, Outcome, SearchStrategy, complete, random_assignment, register_strategy
+
+__all__ = ["MIN_PARENTS", "POPULATION", "RANDOM_SHARE", "TWO_CHANGES", "EvolutionarySearch"]
+
+POPULATION = 16
+"""The number of fastest measured assignments kept as parents."""
+MIN_PARENTS = 2
+"""Until this many trials are ``ok``, every proposal is random (there is nothing to breed from)."""
+RANDOM_SHARE = 0.2
+"""The share of each call's proposals drawn at random instead of bred."""
+TWO_CHANGES = 0.25
+"""The probability that a child differs from its parent in two decisions rather than one."""
+
+
+@register_strategy
+class EvolutionarySearch(SearchStrategy):
+    """A population of the fastest measured assignments, mutated (see the module docstring)."""
+
+    name = "evolutionary"
+
+    def __init__(self, space: SearchSpace, settings: SearchConfig) -> None:
+        super().__init__(space, settings)
+        self.fastest: dict[Assignment, float] = {}  # every ok assignment: its best median (ms)
+
+    @property
+    def population(self) -> list[Assignment]:
+        """The :data:`POPULATION` fastest measured assignments, fastest first (ties in knob order)."""
+        ranked = sorted(self.fastest.items(), key=lambda item: (item[1], repr(item[0])))
+        return [knobs for knobs, _ in ranked[:POPULATION]]
+
+    def _learn(self, outcomes: Sequence[Outcome]) -> None:
+        for o in outcomes:
+            record = o.record
+            knobs = self._knobs_of(o)
+            if record is None or knobs is None or not record.ok or record.median_ms is None:
+                continue
+            self.fastest[knobs] = min(self.fastest.get(knobs, float("inf")), record.median_ms)
+
+    def _draw(self, n: int, rng: np.random.Generator) -> list[tuple[Assignment, str]]:
+        population = self.population
+        taken: set[Assignment] = set()
+        if len(population) < MIN_PARENTS:
+            return self._fresh(n, lambda: (random_assignment(self.space, rng), "random"), taken)
+        n_random = round(RANDOM_SHARE * n)
+        children = self._fresh(n - n_random, lambda: (self._child(population, rng), "mutant"), taken)
+        randoms = self._fresh(
+            n - len(children), lambda: (random_assignment(self.space, rng), "random"), taken
+        )
+        return children + randoms
+
+    def _child(self, population: list[Assignment], rng: np.random.Generator) -> Assignment:
+        """A mutation of the tournament winner of two members (the population is fastest first)."""
+        a, b = (int(i) for i in rng.integers(len(population), size=2))
+        parent = population[min(a, b)]
+        changes = 2 if rng.random() < TWO_CHANGES else 1
+        return self._mutate(parent, rng, changes)
+
+    def _mutate(self, parent: Assignment, rng: np.random.Generator, changes: int) -> Assignment:
+        return complete(self.space, self.space.mutate(dict(parent), rng, changes=changes))

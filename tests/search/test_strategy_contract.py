@@ -1,0 +1,184 @@
+"""The contract of every search strategy, on a small space with a made-up latency (no compile).
+
+Each registered strategy (and Optuna with each of its samplers) is run through the same loop the
+tuner runs: propose, score, learn. The latency of an assignment is a fixed function of its knobs,
+so the tests assert what was proposed, never a time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autotune.config import STRATEGIES as CONFIG_STRATEGIES
+from autotune.config import SearchConfig
+from autotune.errors import ConfigError
+from autotune.search.records import TrialRecord
+from autotune.search.space import Knob, SearchSpace
+from autotune.search.strategies import (
+    STRATEGIES,
+    Outcome,
+    Proposal,
+    SearchStrategy,
+    complete,
+    make_strategy,
+)
+from autotune.search.strategies.evolutionary import MIN_PARENTS, POPULATION, RANDOM_SHARE
+
+SPACE = SearchSpace(
+    "small",
+    (
+        Knob("tile", (1, 2, 4, 8, 16)),
+        Knob("order", ("xy", "yx", "zx")),
+        Knob("unroll", (False, True)),
+        Knob("jam", (1, 2, 4), requires=(("unroll", (True,)),)),
+        Knob("vector", (0, 4, 8, 16)),
+    ),
+    (),
+)
+KINDS = [("optuna", "tpe"), ("optuna", "nsga2"), ("optuna", "random"), ("evolutionary", "tpe"), ("random", "tpe")]
+
+
+def settings(strategy: str, sampler: str = "tpe", seed: int = 0, mutation: float = 0.0) -> SearchConfig:
+    return SearchConfig(
+        space=Path("small.yaml"), trials=64, sampler=sampler, cost_model="none", seed=seed,
+        mutation=mutation, strategy=strategy,
+    )  # fmt: skip
+
+
+def latency(knobs: dict[str, Any]) -> float:
+    """A made-up latency: fastest at tile 4, order yx, unroll with jam 2, vector 8."""
+    ms = 1.0 + abs(knobs["tile"] - 4) / 4 + (knobs["order"] != "yx") * 0.5 + abs(knobs["vector"] - 8) / 8
+    return ms - (0.3 if knobs["unroll"] and knobs["jam"] == 2 else 0.0)
+
+
+def record(number: int, rnd: int, proposal: Proposal) -> TrialRecord:
+    knobs = proposal.values()
+    if knobs["tile"] == 16 and knobs["vector"] == 16:  # a corner that does not fit
+        return TrialRecord(number, rnd, proposal.knobs, "infeasible", reason="peak", peak_bytes=1 << 20)
+    ms = latency(knobs)
+    return TrialRecord(number, rnd, proposal.knobs, "ok", median_ms=ms, min_ms=ms, iqr_ms=0.0,
+                       peak_bytes=knobs["tile"] * 1024)  # fmt: skip
+
+
+def run(strategy: SearchStrategy, rounds: int, batch: int = 8, measure: int = 4) -> list[TrialRecord]:
+    """The tuner's loop in miniature: the first ``measure`` proposals of each round are measured
+    (the others are ranked out), a repeated assignment is told its earlier record."""
+    logged: dict[tuple[Any, ...], TrialRecord] = {}
+    out: list[TrialRecord] = []
+    for rnd in range(rounds):
+        outcomes = []
+        for i, p in enumerate(strategy.propose(batch)):
+            if p.knobs in logged:
+                outcomes.append(Outcome(logged[p.knobs], p))
+            elif i < measure:
+                r = logged[p.knobs] = record(len(out), rnd, p)
+                out.append(r)
+                outcomes.append(Outcome(r, p, 0.5 if r.status == "infeasible" else 0.0))
+            else:
+                outcomes.append(Outcome(None, p))
+        strategy.learn(outcomes)
+    return out
+
+
+@pytest.fixture(params=KINDS, ids=[f"{s}-{p}" if s == "optuna" else s for s, p in KINDS])
+def kind(request: pytest.FixtureRequest) -> tuple[str, str]:
+    return request.param
+
+
+def test_the_config_names_every_registered_strategy() -> None:
+    assert set(STRATEGIES) == set(CONFIG_STRATEGIES)
+    assert settings("optuna").strategy == SearchConfig(Path("x"), 1, "tpe", "none", 0).strategy == "optuna"
+
+
+def test_an_unknown_strategy_names_the_known_ones() -> None:
+    with pytest.raises(ConfigError, match="search.strategy: unknown strategy 'annealing'; expected one of"):
+        make_strategy(settings("annealing"), SPACE)
+
+
+def test_proposals_are_full_assignments_of_the_space(kind: tuple[str, str]) -> None:
+    strategy = make_strategy(settings(*kind), SPACE)
+    for rnd in range(4):
+        proposals = strategy.propose(8)
+        assert 0 < len(proposals) <= 8
+        assert len({p.ticket for p in proposals}) == len(proposals)
+        for p in proposals:
+            assert [name for name, _ in p.knobs] == [k.name for k in SPACE.knobs]
+            assert all(value in knob for (_, value), knob in zip(p.knobs, SPACE.knobs))
+            assert p.knobs == complete(SPACE, p.values())  # an inactive knob at its default
+            if not p.values()["unroll"]:
+                assert p.values()["jam"] == 1
+        strategy.learn([Outcome(record(rnd * 8 + i, rnd, p), p) for i, p in enumerate(proposals)])
+
+
+def test_the_same_seed_proposes_the_same(kind: tuple[str, str]) -> None:
+    first = run(make_strategy(settings(*kind, seed=5), SPACE), rounds=5)
+    again = run(make_strategy(settings(*kind, seed=5), SPACE), rounds=5)
+    other = run(make_strategy(settings(*kind, seed=6), SPACE), rounds=5)
+    assert [r.knobs for r in first] == [r.knobs for r in again]
+    assert [r.knobs for r in first] != [r.knobs for r in other]
+
+
+def test_queued_assignments_come_first(kind: tuple[str, str]) -> None:
+    strategy = make_strategy(settings(*kind), SPACE)
+    strategy.enqueue([{"tile": 4, "order": "yx", "unroll": True, "jam": 2}])
+    first = strategy.propose(3)[0]
+    assert first.values() == {"tile": 4, "order": "yx", "unroll": True, "jam": 2, "vector": 0}
+
+
+def test_a_resumed_strategy_learns_the_logged_trials(kind: tuple[str, str]) -> None:
+    logged = run(make_strategy(settings(*kind), SPACE), rounds=3)
+    resumed = make_strategy(settings(*kind), SPACE)
+    resumed.learn([Outcome(r) for r in logged])
+    assert resumed.calls == 3  # its draws continue from the next round
+    assert resumed.seen == {r.knobs for r in logged}
+    if kind[0] == "optuna":
+        assert len(resumed.study.trials) == len(logged)  # type: ignore[attr-defined]
+    else:  # a strategy that skips what has a trial does not propose a logged assignment again
+        assert not {p.knobs for p in resumed.propose(16)} & resumed.seen
+    # a record of another space (a knob renamed since) is kept in the log but not learned
+    stale = dataclasses.replace(logged[0], knobs=(("tiles", 4),))
+    make_strategy(settings(*kind), SPACE).learn([Outcome(stale)])
+
+
+def test_nsga2_minimises_latency_and_peak_memory() -> None:
+    strategy = make_strategy(settings("optuna", "nsga2"), SPACE)
+    run(strategy, rounds=2)
+    study = strategy.study  # type: ignore[attr-defined]
+    assert len(study.directions) == 2
+    done = [t for t in study.trials if t.values is not None]
+    assert done and all(len(t.values) == 2 for t in done)
+
+
+def test_optuna_mutation_enqueues_neighbours_of_the_best() -> None:
+    strategy = make_strategy(settings("optuna", "random", mutation=1.0), SPACE)
+    logged = run(strategy, rounds=1)
+    best = min((r for r in logged if r.ok), key=lambda r: r.median_ms or 0)
+    proposals = strategy.propose(4)
+    diffs = [sum(a != b for a, b in zip(p.knobs, best.knobs)) for p in proposals]
+    assert min(diffs) <= 2 + 1  # one or two knobs, and a dependant knob may follow its control
+
+
+def test_evolutionary_breeds_from_the_fastest_measured() -> None:
+    strategy = make_strategy(settings("evolutionary"), SPACE)
+    first = strategy.propose(8)
+    assert {p.origin for p in first} == {"random"}  # nothing to breed from yet
+    run(strategy, rounds=3)
+    population = strategy.population  # type: ignore[attr-defined]
+    assert MIN_PARENTS <= len(population) <= POPULATION
+    proposals = strategy.propose(10)
+    mutants = [p for p in proposals if p.origin == "mutant"]
+    assert len(proposals) - len(mutants) == round(RANDOM_SHARE * 10)
+    for p in mutants:  # one or two decisions from a member (a dependant knob may follow its control)
+        assert min(sum(a != b for a, b in zip(p.knobs, parent)) for parent in population) <= 3
+        assert p.knobs not in strategy.seen
+
+
+def test_evolutionary_improves_on_its_first_round() -> None:
+    logged = run(make_strategy(settings("evolutionary", seed=1), SPACE), rounds=10)
+    ok = [r.median_ms for r in logged if r.ok and r.median_ms is not None]
+    assert min(ok) < min(ok[:4])
+    assert min(ok) == pytest.approx(0.7)  # the made-up latency's optimum

@@ -1,0 +1,94 @@
+"""The tuner with each search strategy: the budget counts measured trials, resume learns the log,
+and a config names its strategy (or is refused with the file, field and the known names)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from search_runs import POOLS, InProcess, write_run_config
+
+from autotune.config import load_config
+from autotune.errors import AutotuneError, ConfigError
+from autotune.search.log import TrialLog
+from autotune.search.tuner import tune
+
+pytestmark = pytest.mark.slow
+
+WORKLOAD = {"name": "pool_chain", "args": {"height": 20, "width": 20, "channels": 8}}
+STRATEGIES = [
+    {"strategy": "evolutionary", "cost_model": "xgboost"},
+    {"strategy": "random", "cost_model": "none"},
+    {"strategy": "optuna", "sampler": "nsga2", "cost_model": "xgboost"},
+]
+
+
+def write_config(tmp_path: Path, name: str, **search: Any) -> Path:
+    memory = {"pools": POOLS, "peak_limit": "12KiB"}
+    knobs = {"trials": 8, "seed": 3, "batch": 8, "measure_per_round": 3, **search}
+    return write_run_config(tmp_path, name, WORKLOAD, memory=memory, **knobs)
+
+
+def identity(record: Any) -> Any:
+    return record.knobs if record.status == "invalid" else record.key
+
+
+@pytest.mark.parametrize("search", STRATEGIES, ids=lambda s: s.get("sampler", s["strategy"]))
+def test_each_strategy_tunes_and_resumes(tmp_path: Path, search: dict[str, Any]) -> None:
+    cfg = load_config(write_config(tmp_path, "run", **search))
+    assert cfg.search.strategy == search["strategy"]
+    result = tune(cfg, progress=False, executor=InProcess())
+    logged = TrialLog.load(cfg.output / "trials.jsonl")
+    measured = [r for r in logged if r.status != "infeasible"]
+    assert len(measured) == 8 and result.best.ok  # infeasible ones are logged, not counted
+    assert all(r.peak_bytes for r in logged if r.status == "infeasible")
+    assert len({identity(r) for r in logged}) == len(logged)  # nothing measured twice
+    # killed after 4 trials: the resumed run measures what is left and repeats none of them
+    log = cfg.output / "trials.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(b"".join(lines[:4]))
+    (cfg.output / "best.json").unlink()
+    with pytest.raises(AutotuneError, match="already holds a run"):
+        tune(cfg, progress=False, executor=InProcess())
+    executor = InProcess()
+    tune(cfg, resume=True, progress=False, executor=executor)
+    after = TrialLog.load(log)
+    assert [identity(r) for r in after[:4]] == [identity(r) for r in logged[:4]]
+    assert len([r for r in after if r.status != "infeasible"]) == 8
+    assert len({identity(r) for r in after}) == len(after)
+    assert executor.calls == sum(1 for r in after[4:] if r.status not in ("infeasible", "invalid"))
+
+
+def test_the_same_seed_measures_the_same(tmp_path: Path) -> None:
+    runs = []
+    for name in ("a", "b"):
+        cfg = load_config(write_config(tmp_path, name, strategy="evolutionary", cost_model="none", trials=6))
+        tune(cfg, progress=False, executor=InProcess())
+        runs.append([(r.knobs, r.status) for r in TrialLog.load(cfg.output / "trials.jsonl")])
+    assert runs[0] == runs[1]
+
+
+def test_an_unknown_strategy_names_the_file_field_and_choices(tmp_path: Path) -> None:
+    path = write_config(tmp_path, "bad", strategy="annealing")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    text = str(err.value)
+    assert text.startswith(str(path)) and "search.strategy: expected one of" in text
+    assert all(f"'{name}'" in text for name in ("optuna", "evolutionary", "random"))
+    assert "got 'annealing'" in text
+
+
+def test_the_default_strategy_is_optuna_and_is_not_written(tmp_path: Path) -> None:
+    cfg = load_config(write_config(tmp_path, "plain"))
+    assert cfg.search.strategy == "optuna"
+    assert "strategy" not in cfg.to_dict()["search"]  # earlier runs' fingerprints hold
+    evo = load_config(write_config(tmp_path, "evo", strategy="evolutionary"))
+    data = evo.to_dict()
+    assert data["search"]["strategy"] == "evolutionary"
+    copy = tmp_path / "copy.yaml"
+    copy.write_text(yaml.safe_dump(data), encoding="utf-8")
+    assert load_config(copy).search == evo.search
+    assert re.search("strategy", yaml.safe_dump(data))
