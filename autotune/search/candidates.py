@@ -27,7 +27,12 @@ from ..measure.task import MeasureTask
 from ..memory import MemoryPlan, Pool
 from .space import SearchSpace
 
-__all__ = ["Lowering", "choose", "knobs_text", "lower_candidate", "make_task", "random_assignment"]
+__all__ = [
+    "Assignment", "Lowering", "choose", "complete", "knobs_text", "lower_candidate", "make_task", "random_assignment",
+]  # fmt: skip
+
+Assignment = tuple[tuple[str, Any], ...]
+"""``((knob, value), ...)`` for every knob of a space, in the space's order (what a strategy proposes)."""
 
 UNBOUNDED = 1 << 40
 
@@ -94,6 +99,16 @@ def knobs_text(knobs: Mapping[str, Any] | Sequence[tuple[str, Any]]) -> str:
     """``tile=4, rolling=True``."""
     pairs = knobs.items() if isinstance(knobs, Mapping) else knobs
     return ", ".join(f"{k}={v}" for k, v in pairs)
+
+
+def complete(space: SearchSpace, values: Mapping[str, Any]) -> Assignment:
+    """``values`` as a full assignment: missing knobs and inactive ones at their default."""
+    out = {k.name: values.get(k.name, k.choices[0]) for k in space.knobs}
+    given = {**dict(space.fixed), **out}
+    for k in space.search_order():  # controls first: a control reset may switch off more knobs
+        if not k.active(given):
+            given[k.name] = out[k.name] = k.choices[0]
+    return tuple((k.name, out[k.name]) for k in space.knobs)
 
 
 def random_assignment(space: SearchSpace, rng: np.random.Generator) -> dict[str, Any]:

@@ -39,7 +39,13 @@ SPACE = SearchSpace(
     ),
     (),
 )
-KINDS = [("optuna", "tpe"), ("optuna", "nsga2"), ("optuna", "random"), ("evolutionary", "tpe"), ("random", "tpe")]
+KINDS = [
+    ("optuna", "tpe"),
+    ("optuna", "nsga2"),
+    ("optuna", "random"),
+    ("evolutionary", "tpe"),
+    ("random", "tpe"),
+]
 
 
 def settings(strategy: str, sampler: str = "tpe", seed: int = 0, mutation: float = 0.0) -> SearchConfig:
@@ -95,7 +101,7 @@ def test_the_config_names_every_registered_strategy() -> None:
 
 
 def test_an_unknown_strategy_names_the_known_ones() -> None:
-    with pytest.raises(ConfigError, match="search.strategy: unknown strategy 'annealing'; expected one of"):
+    with pytest.raises(ConfigError, match=r"search\.strategy: unknown strategy 'annealing'; expected one of"):
         make_strategy(settings("annealing"), SPACE)
 
 

@@ -38,6 +38,7 @@ import numpy as np
 from ...config import SearchConfig
 from ...errors import ConfigError
 from .. import candidates
+from ..candidates import Assignment, complete
 from ..records import TrialRecord
 from ..space import SearchSpace
 
@@ -53,8 +54,6 @@ __all__ = [
     "register_strategy",
 ]
 
-Assignment = tuple[tuple[str, Any], ...]
-"""``((knob, value), ...)`` for every knob of a space, in the space's order."""
 
 FRESH_TRIES = 8
 """A strategy that avoids proposing what it has seen draws at most this many times per proposal."""
@@ -82,16 +81,6 @@ class Outcome:
     record: TrialRecord | None
     proposal: Proposal | None = None
     excess: float | None = None
-
-
-def complete(space: SearchSpace, values: Mapping[str, Any]) -> Assignment:
-    """``values`` as a full assignment: missing knobs and inactive ones at their default."""
-    out = {k.name: values.get(k.name, k.choices[0]) for k in space.knobs}
-    given = {**dict(space.fixed), **out}
-    for k in space.search_order():  # controls first: a control reset may switch off more knobs
-        if not k.active(given):
-            given[k.name] = out[k.name] = k.choices[0]
-    return tuple((k.name, out[k.name]) for k in space.knobs)
 
 
 def random_assignment(space: SearchSpace, rng: np.random.Generator) -> Assignment:

@@ -7,7 +7,8 @@
 - each call to :meth:`~EvolutionarySearch.propose` makes children: a parent is the faster of two
   members drawn at random (a tournament), and a child is the parent with one decision changed
   (two with probability :data:`TWO_CHANGES`) by the mutator of that knob's kind
-  (:mod:`autotune.search.mutators`); an assignment that already has a trial is not proposed again;
+  (:func:`autotune.search.mutators.mutate`: a tile moves mostly to a neighbouring factor, other
+  kinds to another choice); an assignment that already has a trial is not proposed again;
 - :data:`RANDOM_SHARE` of each call's proposals are uniform random assignments (MetaSchedule's
   epsilon share from its random initial population), and all are until :data:`MIN_PARENTS`
   trials are ``ok``.
@@ -24,8 +25,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from ...config import SearchConfig
+from ..mutators import mutate
 from ..space import SearchSpace
-from .base import Assignment, Outcome, SearchStrategy, complete, random_assignment, register_strategy
+from .base import Assignment, Outcome, SearchStrategy, random_assignment, register_strategy
 
 __all__ = ["MIN_PARENTS", "POPULATION", "RANDOM_SHARE", "TWO_CHANGES", "EvolutionarySearch"]
 
@@ -83,4 +85,4 @@ class EvolutionarySearch(SearchStrategy):
         return self._mutate(parent, rng, changes)
 
     def _mutate(self, parent: Assignment, rng: np.random.Generator, changes: int) -> Assignment:
-        return complete(self.space, self.space.mutate(dict(parent), rng, changes=changes))
+        return mutate(self.space, dict(parent), rng, changes=changes)

@@ -25,7 +25,8 @@ latency against memory. A proposal that is not measured (ranked out by the cost 
 the trial budget) is not a trial of the log; it is told ``FAIL``, which the samplers ignore.
 
 With ``search.mutation`` above 0, that share of each call's trials are not the sampler's own
-draws but one- or two-knob mutations of the best measured trials,
+draws but one- or two-decision mutations of the best measured trials
+(:func:`autotune.search.mutators.mutate`),
 enqueued into the study so that Optuna learns from them like any other trial. TPE models each
 knob on its own and, in a conditional space, rarely revisits a region it sampled early and
 judged poor; local moves around the best trials find the neighbours that it misses (a schedule
@@ -44,6 +45,7 @@ import numpy as np
 from ...config import SearchConfig
 from ...errors import ConfigError
 from ..best import top_trials
+from ..mutators import mutate
 from ..records import TrialRecord
 from ..space import SearchSpace
 from .base import Assignment, Outcome, Proposal, SearchStrategy, complete, register_strategy
@@ -155,11 +157,12 @@ class OptunaSearch(SearchStrategy):
         raise NotImplementedError  # propose asks the study directly
 
     def _mutants(self, n: int, rng: np.random.Generator) -> list[dict[str, Any]]:
-        """``n`` mutations (one or two knobs each) of the best ``ok`` trials so far, parents in
-        turn from the fastest; none before the first ``ok`` trial."""
+        """``n`` mutations (one or two decisions each, :func:`autotune.search.mutators.mutate`)
+        of the best ``ok`` trials so far, parents in turn from the fastest; none before the first
+        ``ok`` trial."""
         parents = [dict(r.knobs) for r in top_trials(self.records, MUTATION_PARENTS)] if n > 0 else []
         return [
-            self.space.mutate(parents[i % len(parents)], rng, changes=1 + int(rng.integers(2)))
+            dict(mutate(self.space, parents[i % len(parents)], rng, changes=1 + int(rng.integers(2))))
             for i in range(n if parents else 0)
         ]
 

@@ -1,0 +1,166 @@
+"""Mutators: one per kind of decision, each changing one knob's value to another of its choices.
+
+A mutation is MetaSchedule's move around a good schedule: change one decision, keep the others,
+and rebuild the schedule from the space (the knobs that the change switches off go back to their
+defaults, as a sampler leaves them). The kind of a knob (``Knob.kind``, one of
+:data:`~autotune.schedule.primitives.sample.KINDS`) says which mutator moves it::
+
+    child = mutate(space, parent_knobs, rng, changes=1)     # a full assignment, one decision changed
+    MUTATORS["tile"].choose(knob, 8, rng)                    # 4 or 16 mostly: a neighbouring factor
+
+- ``tile`` (:class:`TileMutator`): an ordered extent; with probability :data:`NEIGHBOUR` it moves
+  to an adjacent choice in numeric order (the next smaller or larger factor, as MetaSchedule's
+  tile-size mutator moves a factor between two levels), else to any other choice;
+- ``location``, ``window``, ``unroll``, ``parallel``, ``vectorize``, ``pool``, ``layout``: another
+  of the knob's choices, uniformly (MetaSchedule's compute-location, unroll and parallel mutators
+  do the same over their candidates).
+
+Every draw takes the caller's generator, so a seed gives the same children.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..schedule.primitives.sample import KINDS
+from .candidates import Assignment, complete
+from .space import Knob, SearchSpace
+from .space_family import same_value
+
+__all__ = ["MUTATORS", "NEIGHBOUR", "Mutator", "TileMutator", "mutate", "register_mutator"]
+
+NEIGHBOUR = 0.8
+"""The probability that the tile mutator moves to an adjacent choice rather than any other."""
+
+
+class Mutator(ABC):
+    """Chooses a new value for a knob of its ``kind``."""
+
+    kind: ClassVar[str]
+
+    @abstractmethod
+    def choose(self, knob: Knob, current: Any, rng: np.random.Generator) -> Any:
+        """A choice of ``knob`` other than ``current`` (the knob has two choices or more)."""
+
+
+MUTATORS: dict[str, Mutator] = {}
+
+
+def register_mutator(cls: type[Mutator]) -> type[Mutator]:
+    """Class decorator: the mutator of the knobs of ``cls.kind``."""
+    if cls.kind not in KINDS:
+        raise ValueError(f"mutator {cls.__name__}: kind must be one of {KINDS}, got {cls.kind!r}")
+    if cls.kind in MUTATORS:
+        raise ValueError(f"a mutator of kind {cls.kind!r} is registered twice")
+    MUTATORS[cls.kind] = cls()
+    return cls
+
+
+def _others(knob: Knob, current: Any) -> list[Any]:
+    return [c for c in knob.choices if not same_value(c, current)]
+
+
+def _order(value: Any) -> tuple[int, float, str]:
+    """Numeric order for a tile's choices: numbers by value, a word (``"none"``) before them all."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (1, float(value), "")
+    return (0, 0.0, str(value))
+
+
+@register_mutator
+class TileMutator(Mutator):
+    """An adjacent extent in numeric order with probability :data:`NEIGHBOUR`, else any other."""
+
+    kind = "tile"
+
+    def choose(self, knob: Knob, current: Any, rng: np.random.Generator) -> Any:
+        ordered = sorted(knob.choices, key=_order)
+        at = next((i for i, c in enumerate(ordered) if same_value(c, current)), None)
+        if at is not None and rng.random() < NEIGHBOUR:
+            near = [ordered[i] for i in (at - 1, at + 1) if 0 <= i < len(ordered)]
+            return near[int(rng.integers(len(near)))]
+        others = _others(knob, current)
+        return others[int(rng.integers(len(others)))]
+
+
+class _AnotherChoice(Mutator):
+    """Another of the knob's choices, uniformly."""
+
+    def choose(self, knob: Knob, current: Any, rng: np.random.Generator) -> Any:
+        others = _others(knob, current)
+        return others[int(rng.integers(len(others)))]
+
+
+@register_mutator
+class LocationMutator(_AnotherChoice):
+    """Where a block is computed: at its consumer's tile loop or at root (or a copy's place)."""
+
+    kind = "location"
+
+
+@register_mutator
+class WindowMutator(_AnotherChoice):
+    """How overlapping tiles of an intermediate are kept: rolling buffer or recompute."""
+
+    kind = "window"
+
+
+@register_mutator
+class UnrollMutator(_AnotherChoice):
+    """Unrolling, fusing and jamming of short loops."""
+
+    kind = "unroll"
+
+
+@register_mutator
+class ParallelMutator(_AnotherChoice):
+    """Which loop runs on the cores, and how the parallel parts' copies are spaced."""
+
+    kind = "parallel"
+
+
+@register_mutator
+class VectorizeMutator(_AnotherChoice):
+    """The vector mark of the innermost loop."""
+
+    kind = "vectorize"
+
+
+@register_mutator
+class PoolMutator(_AnotherChoice):
+    """The memory pool of an allocation."""
+
+    kind = "pool"
+
+
+@register_mutator
+class LayoutMutator(_AnotherChoice):
+    """Operand staging and loop orders."""
+
+    kind = "layout"
+
+
+def mutate(
+    space: SearchSpace, values: Mapping[str, Any], rng: np.random.Generator, changes: int = 1
+) -> Assignment:
+    """``values`` with ``changes`` distinct decisions changed, each an active knob with two choices
+    or more drawn uniformly and moved by the mutator of its kind; the result is a full assignment
+    (knobs a change switches off at their defaults). Fewer changes when fewer knobs can move."""
+    out = dict(complete(space, values))
+    changed: set[str] = set()
+    for _ in range(changes):  # distinct knobs: a second change must not undo the first
+        active = space.active_values(out)
+        movable = [
+            k for k in space.knobs if len(k.choices) > 1 and k.name in active and k.name not in changed
+        ]
+        if not movable:
+            break
+        knob = movable[int(rng.integers(len(movable)))]
+        changed.add(knob.name)
+        out[knob.name] = MUTATORS[knob.kind].choose(knob, out[knob.name], rng)
+        out = dict(complete(space, out))
+    return complete(space, out)
