@@ -130,6 +130,12 @@ def tune(
     logged in the output directory (a changed config is refused; a finished run is returned as it
     is). ``stop()`` turning true stops the search before its next round (KeyboardInterrupt, the
     trials so far logged); ``verbose`` shows Ray's own messages. Raises AutotuneError (ConfigError for a bad config) with the reason.
+
+    Ctrl-C (a KeyboardInterrupt anywhere in the run, Ray's start-up included) stops the run at
+    once: the measurements in flight are cancelled and not logged, the workers are stopped, a Ray
+    that this call started is shut down, and the KeyboardInterrupt reaches the caller with a note
+    saying how many trials the log keeps. The log stays a resumable run: ``resume=True`` with the
+    same config measures what is left. Interrupted before its first trial, the run keeps nothing.
     """
     overrides = {
         "trials": trials,
@@ -145,11 +151,39 @@ def tune(
         check_resume(sessions, cfg)
         if finished_message(sessions, cfg, len(TrialLog.load(out / LOG_NAME))) is not None:
             return _tuned(out, None)
-    with undo_on_failure(out):
-        result = _tune(
-            cfg, resume, progress, executor=executor, report=report.write_report, stop=stop, verbose=verbose
-        )
+    try:
+        with undo_on_failure(out):
+            result = _tune(
+                cfg,
+                resume,
+                progress,
+                executor=executor,
+                report=report.write_report,
+                stop=stop,
+                verbose=verbose,
+            )
+    except KeyboardInterrupt as exc:
+        _note_interrupt(exc, out)
+        raise
     return _tuned(out, result)
+
+
+def _note_interrupt(exc: KeyboardInterrupt, out: Path) -> None:
+    """Add to the traceback of an interrupted :func:`tune` what was kept and how to continue."""
+    try:
+        logged = len(TrialLog.load(out / LOG_NAME)) if holds_trials(out) else 0
+    except (AutotuneError, OSError):
+        logged = 0
+    if logged:
+        note = (
+            f"autotune.tune: interrupted; {logged} trial{'s' * (logged != 1)} logged in {out / LOG_NAME}; "
+            "tune(..., resume=True) with the same config continues the run"
+        )
+    else:
+        note = "autotune.tune: interrupted before the first trial was logged; nothing was kept"
+    add_note = getattr(exc, "add_note", None)  # Python 3.11+
+    if add_note is not None:
+        add_note(note)
 
 
 def _tuned(out: Path, result: TuneResult | None) -> Tuned:

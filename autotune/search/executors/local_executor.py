@@ -140,8 +140,8 @@ class LocalExecutor(Executor):
                 wait([c.conn for c in running], max(0.0, min(c.deadline for c in running) - time.monotonic()))
                 for child in list(running):
                     if child.conn.poll(0):  # a value, a traceback, or EOF from a dead worker
-                        running.remove(child)
                         kind, payload = child.collect()
+                        running.remove(child)
                         if kind == "raised":
                             raise raised_error(child.index, child.task, payload)
                         yield child.index, payload, "local"
@@ -158,10 +158,14 @@ class LocalExecutor(Executor):
         limit = remeasure_limit(tasks, rounds, self.compile_allowance)
         self.remeasure_node = "local"
         child = self._start(0, None, "remeasure", (list(tasks), rounds), limit)
-        if not child.conn.poll(limit):
+        try:
+            if not child.conn.poll(limit):
+                child.kill()
+                return every_round(tasks, rounds, remeasure_timeout(limit))
+            kind, payload = child.collect()
+        except BaseException:  # KeyboardInterrupt: the remeasure does not go on without the driver
             child.kill()
-            return every_round(tasks, rounds, remeasure_timeout(limit))
-        kind, payload = child.collect()
+            raise
         if kind == "raised":
             raise raised_error(0, None, payload)
         if kind == "crashed":

@@ -3,8 +3,11 @@ cluster's address."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import signal
 import socket
+import threading
 import time
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -79,6 +82,29 @@ def _ray_remeasure(tasks: list[MeasureTask], rounds: int) -> tuple[list[list[Mea
     return remeasure_tasks(tasks, rounds), ray.get_runtime_context().get_node_id()
 
 
+@contextlib.contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """Hold a SIGINT that arrives during the body until the body has ended, then deliver it to the
+    handler that was in place (KeyboardInterrupt by default).
+
+    Starting Ray launches its processes and then connects to them; a KeyboardInterrupt between the
+    two would leave processes that no ``ray.shutdown()`` reaches (or crash the interpreter at exit),
+    so the caller shuts down a Ray that did start instead. Only the main thread receives signals:
+    elsewhere this does nothing, nor when the handler in place was not installed from Python."""
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous is None:
+        yield  # no signal reaches this thread, or a handler Python did not install is left alone
+        return
+    caught: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught:
+            signal.raise_signal(signal.SIGINT)
+
+
 @register_executor
 class RayExecutor(Executor):
     """Ray tasks, at most ``workers`` in flight.
@@ -121,16 +147,22 @@ class RayExecutor(Executor):
                 else {"address": address, "runtime_env": {"py_modules": [str(PACKAGE_DIR)]}}
             )
             try:
-                level = logging.INFO if verbose else logging.ERROR  # ERROR: no token-auth warning per run
-                ray.init(**where, log_to_driver=verbose, logging_level=level)
-            except (ConnectionError, TimeoutError) as exc:
-                raise ConfigError(
-                    f"ray address {address!r}: cannot connect to the Ray cluster: {exc}"
-                ) from None
-            self._started = True
+                with _sigint_deferred():  # a Ctrl-C while Ray starts is acted on once it has started
+                    self._init(ray, where, address, verbose)
+            except BaseException:
+                self.close()  # Ray is shut down again if it started
+                raise
         options: dict[str, Any] = {"num_cpus": 1, "max_calls": 50, "max_retries": 0}
         self._run_remote = ray.remote(**options)(_ray_run_task)
         self._remeasure_remote = ray.remote(**options)(_ray_remeasure)
+
+    def _init(self, ray: Any, where: dict[str, Any], address: str | None, verbose: bool) -> None:
+        try:
+            level = logging.INFO if verbose else logging.ERROR  # ERROR: no token-auth warning per run
+            ray.init(**where, log_to_driver=verbose, logging_level=level)
+        except (ConnectionError, TimeoutError) as exc:
+            raise ConfigError(f"ray address {address!r}: cannot connect to the Ray cluster: {exc}") from None
+        self._started = True
 
     def _failure(self, exc: BaseException) -> MeasureResult | None:
         """The result a Ray error stands for: ``crashed`` for a dead worker, ``timeout`` if cancelled."""
@@ -192,7 +224,11 @@ class RayExecutor(Executor):
         limit = remeasure_limit(tasks, rounds, self.compile_allowance)
         self.remeasure_node = UNKNOWN_NODE
         ref = self._remeasure_remote.remote(list(tasks), rounds)
-        ready, _ = self._ray.wait([ref], timeout=limit)
+        try:
+            ready, _ = self._ray.wait([ref], timeout=limit)
+        except BaseException:  # KeyboardInterrupt: the remeasure does not go on without the driver
+            self._ray.cancel(ref, force=True)
+            raise
         if not ready:
             self._ray.cancel(ref, force=True)
             return every_round(tasks, rounds, remeasure_timeout(limit))
