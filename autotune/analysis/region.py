@@ -179,6 +179,11 @@ class _Accesses(Visitor):
         del self.loops[s.loop_var]
 
     def visit_DeclBuffer(self, s: DeclBuffer) -> None:
+        if not any(b.data is s.buffer.data for b in self.local):
+            raise IRError(
+                f"block_access_regions: buffer '{s.buffer.name}' is declared inside a block on storage "
+                f"'{s.buffer.data.name}' that the block does not allocate; declare a view around the blocks that use it"
+            )
         self.local.add(s.buffer)
         self.visit(s.body)
 

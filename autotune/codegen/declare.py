@@ -3,7 +3,7 @@
 An ``Allocate`` becomes a storage argument of the kernel (a 1-d array, or a tuple
 of banks for an allocation with axis separators), or for a ``local`` one a scalar
 variable per element; a ``DeclBuffer`` becomes the storage itself, a ``reshape``
-of it, or a view of a parameter.
+of it, its bytes reinterpreted as another dtype (``.view``), or a view of a parameter.
 """
 
 from __future__ import annotations
@@ -97,7 +97,8 @@ class Declarations:
         shape = _const_shape(buf)
         groups = buf.physical_shape()
         if buf.dtype != st.dtype:
-            raise CodegenError(f"codegen: buffer {buf.name} ({buf.dtype}) views {st.arg} of {st.dtype}")
+            self._decl_reinterpreted(buf, st, depth)
+            return
         if len(groups) != len(st.extents) or prod(groups[:-1]) != st.banks:
             raise CodegenError(
                 f"codegen: buffer {buf.name} of shape {shape} with axis separators "
@@ -118,6 +119,20 @@ class Declarations:
             return
         banks = ", ".join(_reshape(f"{src}[{k}]", inner, st.bank_elems) for k in range(st.banks))
         self.emit(depth, f"{name} = ({banks}{',' if st.banks == 1 else ''})")
+
+    def _decl_reinterpreted(self, buf: ir.Buffer, st: StorageArg, depth: int) -> None:
+        """A flat view of another dtype: the first bytes of the storage, reinterpreted (``.view``)."""
+        shape = _const_shape(buf)
+        if st.banked or len(shape) != 1:
+            raise CodegenError(f"codegen: buffer {buf.name} ({buf.dtype}) reinterprets {st.arg} ({st.dtype}) but is not flat")
+        need, unit = shape[0] * ir.dtype_bytes(buf.dtype), ir.dtype_bytes(st.dtype)
+        if need > st.bank_elems * unit:
+            raise CodegenError(f"codegen: buffer {buf.name} of {need} bytes is larger than {st.arg} ({st.bank_elems * unit} bytes)")
+        elems = -(-need // unit)  # the storage elements that hold the view's bytes
+        name = self.names.buffer(buf)
+        self.exprs.declare(buf, name)
+        src = self.names.var(buf.data)
+        self.emit(depth, f"{name} = {src}[:{elems}].view(np.{buf.dtype})")
 
     def _decl_param_alias(self, buf: ir.Buffer, param: ir.Buffer, depth: int) -> None:
         shape, pshape = _const_shape(buf), _const_shape(param)

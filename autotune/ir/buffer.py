@@ -2,7 +2,9 @@
 
 A :class:`Buffer` is a typed N-d view on storage named by its ``data`` variable.
 Two buffers that share ``data`` alias the same storage (a ``DeclBuffer`` alias,
-tvm-rfcs 0063). ``axis_separators`` split the logical axes into groups; each
+tvm-rfcs 0063). A view may start ``elem_offset`` elements (of its own dtype) into
+the storage and may have another dtype than the buffer that allocates it (the bytes
+reinterpreted); an allocated buffer or a parameter starts at its storage (offset 0). ``axis_separators`` split the logical axes into groups; each
 group becomes one physical axis when the buffer is flattened, so a buffer with
 separators stays N-d physically (for example two banks ``[2][4096]``).
 
@@ -31,6 +33,9 @@ def dtype_bytes(dtype: str) -> int:
         raise ValueError(f"unknown dtype {dtype!r}") from None
 
 
+ZERO = IntImm(0)
+"""The ``elem_offset`` of a buffer that starts at its storage."""
+
 REGISTER_SCOPE = "local"
 """The storage scope of buffers kept in registers: lowered to scalar variables, never planned in a pool."""
 
@@ -46,6 +51,7 @@ class Buffer(Node):
     strides: tuple[Expr, ...] = ()
     axis_separators: tuple[int, ...] = ()
     scope: str = "global"
+    elem_offset: Expr = ZERO
 
     @property
     def ndim(self) -> int:
@@ -109,11 +115,15 @@ def decl_buffer(
     data: Var | None = None,
     axis_separators: tuple[int, ...] = (),
     scope: str = "global",
+    elem_offset: ExprLike = 0,
 ) -> Buffer:
-    """Declare a buffer with fresh storage, or an alias of ``data``."""
+    """Declare a buffer with fresh storage, or a view of ``data`` starting ``elem_offset`` elements in."""
     if data is None:
         data = Var(f"{name}_data", "handle")
-    return Buffer(name, tuple(const(d) for d in shape), dtype, data, (), tuple(axis_separators), scope)
+    offset = const(elem_offset)
+    if as_int(offset) is None or as_int(offset) < 0:  # type: ignore[operator]
+        raise ValueError(f"buffer {name}: elem_offset must be a constant >= 0, got {elem_offset}")
+    return Buffer(name, tuple(const(d) for d in shape), dtype, data, (), tuple(axis_separators), scope, offset)
 
 
 @dataclass(frozen=True, slots=True)

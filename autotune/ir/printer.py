@@ -121,6 +121,8 @@ class Printer:
             extra += f", axis_separators={list(b.axis_separators)}"
         if b.scope != "global":
             extra += f', scope="{b.scope}"'
+        if E.as_int(b.elem_offset) != 0:
+            extra += f", elem_offset={self.expr(b.elem_offset)}"
         return f'{shape}, "{b.dtype}"{extra}'
 
     def annotations(self, ann: tuple[tuple[str, Any], ...]) -> str:

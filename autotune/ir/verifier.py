@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from math import prod
 from typing import Any
 
 from ..errors import IRError
 from . import expr as E
-from .buffer import Buffer, BufferRegion
+from .buffer import DTYPE_BYTES, Buffer, BufferRegion
 from .functor import Visitor
 from .stmt import Allocate, Block, BufferStore, DeclBuffer, For, Func
 
@@ -18,6 +19,9 @@ class _Verifier(Visitor):
         self.buffers: list[set[Buffer]] = [set(func.params)]
         self.data: list[set[E.Var]] = [{b.data for b in func.params}]
         self.errors: list[str] = []
+        self.storage_bytes: dict[E.Var, int] = {}  # the bytes of each storage, where known
+        for p in func.params:
+            self._owner(p, "parameter")
 
     def _defined(self, v: E.Var) -> bool:
         return any(v in scope for scope in self.vars)
@@ -74,7 +78,27 @@ class _Verifier(Visitor):
         self.visit(s.body)
         self._pop()
 
+    def _owner(self, b: Buffer, what: str) -> None:
+        """``b`` owns its storage: it starts there, and its size is the storage's."""
+        if E.as_int(b.elem_offset) != 0:
+            self.errors.append(f"{what} '{b.name}' has elem_offset {b.elem_offset}; only a view (DeclBuffer) may start inside its storage")
+        size = _bytes(b, 0)
+        if size is not None:
+            self.storage_bytes[b.data] = size
+
+    def _check_view(self, b: Buffer) -> None:
+        """A view must fit inside the storage it views: its offset plus its extent, in bytes."""
+        have = self.storage_bytes.get(b.data)
+        need = _bytes(b, E.as_int(b.elem_offset))
+        if have is not None and need is not None and need > have:
+            self.errors.append(
+                f"buffer '{b.name}' views {need} bytes of storage '{b.data.name}' (elem_offset {b.elem_offset}, "
+                f"{b.dtype}), which holds {have}"
+            )
+
     def visit_Block(self, s: Block) -> None:
+        for buf in s.alloc_buffers:
+            self._owner(buf, "allocated buffer")
         for b in s.bindings:
             self.visit(b)
         self.visit(s.predicate)
@@ -89,6 +113,9 @@ class _Verifier(Visitor):
     def visit_Allocate(self, s: Allocate) -> None:
         for e in s.extents:
             self.visit(e)
+        extents = [E.as_int(e) for e in s.extents]
+        if all(e is not None for e in extents) and s.dtype in DTYPE_BYTES:
+            self.storage_bytes[s.data] = prod(extents) * DTYPE_BYTES[s.dtype]  # type: ignore[arg-type]
         self._push(data={s.data})
         self.visit(s.body)
         self._pop()
@@ -96,9 +123,21 @@ class _Verifier(Visitor):
     def visit_DeclBuffer(self, s: DeclBuffer) -> None:
         if not any(s.buffer.data in scope for scope in self.data):
             self.errors.append(f"buffer '{s.buffer.name}' is declared on storage '{s.buffer.data.name}' that is not allocated here")
+        self._check_view(s.buffer)
         self._push(bufs={s.buffer})
         self.visit(s.body)
         self._pop()
+
+
+def _bytes(b: Buffer, offset: int | None) -> int | None:
+    """The bytes ``b`` spans from the start of its storage, ``offset`` elements in; None if not constant."""
+    if offset is None or b.dtype not in DTYPE_BYTES:
+        return None
+    try:
+        span = prod(b.physical_shape())
+    except ValueError:
+        return None
+    return (offset + span) * DTYPE_BYTES[b.dtype]
 
 
 def verify(func: Func, where: str = "") -> Func:

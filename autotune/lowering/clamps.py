@@ -16,7 +16,8 @@ chain and no store to it reads it (its reductions accumulate in registers:
 run after ``promote_accumulators``). Then every element the consumers read was
 last written by a store, which now stores the clamped value. Anything else - a
 load outside a clamp, two different clamps, a store that accumulates in memory,
-a function parameter - is left as it is.
+a function parameter, storage that a view reinterprets as another dtype - is left
+as it is.
 """
 
 from __future__ import annotations
@@ -109,9 +110,12 @@ def clamp_at_producer(func: ir.Func) -> ir.Func:
     uses = _Uses()
     uses.visit(func.body)
     moved: dict[E.Var, Clamp] = {}
+    dtypes: dict[E.Var, set[str]] = {}
+    for decl in ir.collect(func.body, ir.DeclBuffer):
+        dtypes.setdefault(decl.buffer.data, set()).add(decl.buffer.dtype)
     for alloc in ir.collect(func.body, ir.Allocate):
         clamps = uses.clamps.get(alloc.data, set())
-        if len(clamps) != 1 or alloc.data in uses.accumulates:
+        if len(clamps) != 1 or alloc.data in uses.accumulates or len(dtypes.get(alloc.data, ())) > 1:
             continue
         (clamp,) = clamps
         if clamp is not None:

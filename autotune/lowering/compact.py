@@ -16,6 +16,11 @@ after unrolling (``register_problem``: a ``cache_read``/``cache_write`` into
 ``local`` whose loops stay serial) becomes an ordinary allocation instead of registers.
 A site inside a nest outlined by ``set_vectorizer(mode, loop)`` is lifted above that
 loop: the outlined function receives the buffer as an array argument.
+
+An allocation whose storage is also viewed by a ``DeclBuffer`` of another buffer (an
+alias, tvm-rfcs 0063: another shape, ``elem_offset`` or dtype) is left whole where it
+is: the views' accesses are regions of the views, which map onto the storage through
+their own shapes and offsets, so no region of the allocation alone covers them.
 """
 
 from __future__ import annotations
@@ -106,6 +111,8 @@ def _with_alloc(block: ir.Block, buf: ir.Buffer, candidates: tuple[str, ...] | N
 
 
 def compact_one(func: ir.Func, buf: ir.Buffer) -> ir.Func:
+    if buf in ir.aliased_buffers(func):
+        return func  # viewed through a DeclBuffer: the views' accesses are not regions of buf
     if buf.scope == ir.REGISTER_SCOPE and register_problem(func, buf) is not None:
         # a local buffer made by cache_read/cache_write whose loops were never unrolled: memory, not registers
         demoted = buf.with_(scope="global")

@@ -10,6 +10,12 @@ extents, padding included. Parameters keep their
 logical shapes in the signature; a parameter of more than one dimension is
 accessed through ``<param>_flat``, a 1-d alias of its data declared at the top
 of the body. A 1-d parameter is already flat and is accessed as it is.
+
+A view (a ``DeclBuffer`` of another buffer's storage, tvm-rfcs 0063) is flattened
+the same way, its ``elem_offset`` added to its indices. A view of an intermediate
+allocation may have another numeric dtype (the code generator reinterprets the
+bytes); a view of a parameter keeps the parameter's dtype, and views of banked
+storage (axis separators on either side) are refused.
 """
 
 from __future__ import annotations
@@ -57,29 +63,61 @@ def _check_strides(buf: ir.Buffer, param: bool = False) -> None:
 
 
 def flat_buffer(buf: ir.Buffer, name: str | None = None) -> ir.Buffer:
-    """The physical form of ``buf``: one axis per separator group, sharing its data (``buf`` itself if already flat)."""
+    """The physical form of ``buf``: one axis per separator group, sharing its data (``buf`` itself if already flat).
+
+    A view that starts ``elem_offset`` elements into its storage becomes a 1-d buffer from the
+    start of the storage, ``elem_offset`` elements longer; its indices are shifted by the offset.
+    """
     _check_strides(buf)
     phys = buf.physical_shape() if buf.shape else (1,)
-    if name is None and len(buf.shape) == len(phys) == 1 and not buf.strides:
+    offset = ir.as_int(buf.elem_offset) or 0
+    if name is None and len(buf.shape) == len(phys) == 1 and not buf.strides and not offset:
         return buf
+    if offset:
+        phys = (offset + phys[0],)
     return buf.with_(
-        name=name or buf.name, shape=tuple(ir.const(d) for d in phys), strides=(), axis_separators=tuple(range(1, len(phys)))
+        name=name or buf.name,
+        shape=tuple(ir.const(d) for d in phys),
+        strides=(),
+        axis_separators=tuple(range(1, len(phys))),
+        elem_offset=ir.const(0),
     )
+
+
+def _check_view(view: ir.Buffer, owner: ir.Buffer, param: bool) -> None:
+    """What a view of ``owner``'s storage may be here: flat storage, read at an ``elem_offset``, and
+    for an intermediate allocation also in another numeric dtype (its bytes reinterpreted)."""
+    what = f"flatten_buffers: buffer '{view.name}' views the storage of {'parameter' if param else 'buffer'} '{owner.name}'"
+    if view.axis_separators or owner.axis_separators:
+        raise LoweringError(f"{what}, and one of them has axis separators: a view of banked storage is not supported")
+    if ir.as_int(view.elem_offset) is None:
+        raise LoweringError(f"{what} at elem_offset {view.elem_offset}, which is not a constant")
+    if view.dtype == owner.dtype:
+        return
+    if param:
+        raise LoweringError(
+            f"{what} as {view.dtype}: a parameter is the caller's {owner.dtype} array and is not reinterpreted "
+            "(reinterpret an intermediate copy of it)"
+        )
+    if "bool" in (view.dtype, owner.dtype):
+        raise LoweringError(f"{what} as {view.dtype}: only numeric dtypes reinterpret each other's bytes")
 
 
 class _Flatten(ir.Transformer):
     """Rewrite every access through the flat form of its buffer; loop bounds help simplify indices."""
 
-    def __init__(self, flat: dict[ir.Buffer, ir.Buffer]) -> None:
+    def __init__(self, flat: dict[ir.Buffer, ir.Buffer], params: tuple[ir.Buffer, ...]) -> None:
         self.flat = flat
         self.an = Analyzer()
+        self.params = set(params)
+        self.owners: dict[ir.Var, ir.Buffer] = {p.data: p for p in params}
 
     def _indices(self, buf: ir.Buffer, indices: tuple[ir.Expr, ...]) -> tuple[ir.Expr, ...]:
         _const_shape(buf)
         strides = buf.element_strides()
         out = []
         for lo, hi in buf.groups():
-            acc: ir.Expr = ir.const(0)
+            acc: ir.Expr = buf.elem_offset
             for idx, stride in zip(indices[lo:hi], strides[lo:hi]):
                 acc = ir.Add(acc, ir.Mul(idx, ir.const(stride)))
             out.append(self.an.simplify(acc))
@@ -105,10 +143,18 @@ class _Flatten(ir.Transformer):
             return self.generic_visit(node)  # type: ignore[no-any-return]
 
     def visit_DeclBuffer(self, node: ir.DeclBuffer) -> ir.Stmt:
+        owner = self.owners.setdefault(node.buffer.data, node.buffer)
+        if owner is not node.buffer:
+            _check_view(node.buffer, owner, param=owner in self.params)
         flat = self.flat.setdefault(node.buffer, flat_buffer(node.buffer))
         return ir.DeclBuffer(flat, self.visit(node.body))
 
     def visit_Allocate(self, node: ir.Allocate) -> ir.Stmt:
+        decl = node.body
+        while isinstance(decl, ir.DeclBuffer) and decl.buffer.data is not node.data:
+            decl = decl.body
+        if isinstance(decl, ir.DeclBuffer):
+            self.owners[node.data] = decl.buffer  # the first buffer declared on it owns it; later ones view it
         body = self.visit(node.body)
         decl = body
         while isinstance(decl, ir.DeclBuffer) and decl.buffer.data is not node.data:
@@ -136,7 +182,7 @@ def flatten_buffers(func: ir.Func) -> ir.Func:
             alias = flat_buffer(p, name=f"{p.name}_flat")
             flat[p] = alias
             aliases.append(alias)
-    body = _Flatten(flat).visit(func.body)
+    body = _Flatten(flat, func.params).visit(func.body)
     for alias in reversed(aliases):
         body = ir.DeclBuffer(alias, body)
     return replace(func, body=body)

@@ -12,7 +12,9 @@ Replaying the trace on the original function rebuilds the same IR. A step that
 leaves a ``local`` buffer holding more elements at its site than the registers
 (``REGISTER_LIMIT``) is refused by that step, whichever primitive it is (a
 ``compute_at`` that moves a block out of a tile, a ``cache_read`` of the buffer...),
-so the code generator never meets one.
+so the code generator never meets one. A primitive that follows producers and
+consumers by buffer (``ALIAS_BLIND``) refuses a block that accesses storage another
+buffer views (a ``DeclBuffer`` alias): it would not see the accesses through the view.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ class Schedule:
             raise ScheduleError(op, f"unknown primitive (known: {', '.join(sorted(PRIMITIVES))})")
         kwargs = {k: v for k, v in kwargs.items() if v is not None}
         check_args(op, fn, kwargs)
+        _check_aliases(op, self.func, kwargs)
         func, outputs = fn(self.func, **kwargs)
         _check_registers(op, self.func, func)
         step = tr.make_step(op, tuple(outputs), **kwargs)
@@ -205,6 +208,41 @@ class Schedule:
             if buf.name == name:
                 return buf
         raise ScheduleError(primitive, f"block '{block}' does not access a buffer named '{name}'")
+
+
+ALIAS_BLIND = frozenset(
+    {
+        "compute_at", "reverse_compute_at", "compute_inline", "reverse_compute_inline", "decompose_reduction",
+        "cache_read", "cache_write", "hoist_padding", "annotate_buffer_access", "rolling_buffer",
+        "double_buffer", "transform_layout", "parallel",
+    }
+)  # fmt: skip
+"""Primitives that find producers, consumers and regions by buffer, or change a buffer: they cannot
+see that two buffers share storage (a ``DeclBuffer`` view, tvm-rfcs 0063)."""
+
+
+def _check_aliases(op: str, func: ir.Func, kwargs: dict[str, Any]) -> None:
+    """Refuse an alias-blind primitive on a block that accesses viewed storage (or, for ``parallel``,
+    a loop around one): a view's accesses are not accesses of the buffer it views."""
+    if op not in ALIAS_BLIND:
+        return
+    aliased = ir.aliased_buffers(func)
+    if not aliased:
+        return
+    if "block" in kwargs:
+        blocks = [get_block(func, kwargs["block"], op)]
+    else:
+        blocks = [b for b in ir.collect(loop_path(func, kwargs["loop"], op)[-1], ir.Block)]
+    for b in blocks:
+        for r in (*b.reads, *b.writes):
+            group = aliased.get(r.buffer)
+            if group is not None:
+                others = ", ".join(f"'{o.name}'" for o in group if o is not r.buffer)
+                raise ScheduleError(
+                    op,
+                    f"block '{b.name}' accesses '{r.buffer.name}', whose storage is also viewed as {others} "
+                    f"(DeclBuffer): {op} follows producers and consumers by buffer and cannot see through a view",
+                )
 
 
 def _check_registers(op: str, before: ir.Func, after: ir.Func) -> None:

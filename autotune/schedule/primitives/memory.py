@@ -97,9 +97,13 @@ def register_problem(func: ir.Func, buf: ir.Buffer) -> str | None:
     Registers are named, not indexed: after compaction to its site (the innermost loop around
     every block that accesses it, as ``compact_buffers`` places it) each index of ``buf`` must
     be a constant once the unrolled loops are replaced by their values. So every loop whose
-    variable is left in an index must be unrolled, and a rolling or double buffer (indexed
-    modulo its window or slot count by a loop) cannot be local.
+    variable is left in an index must be unrolled, a rolling or double buffer (indexed
+    modulo its window or slot count by a loop) cannot be local, nor can storage that a
+    ``DeclBuffer`` views through another buffer.
     """
+    views = [v.name for v in ir.aliased_buffers(func).get(buf, ()) if v is not buf]
+    if views:
+        return f"its storage is also viewed as '{views[0]}' (DeclBuffer), and registers cannot be viewed"
     users = buffer_users(func.body, buf)
     for b, _ in users:
         for key, what in ((ROLLING, "rolling buffer"), (DOUBLE, "double buffer")):
