@@ -150,3 +150,20 @@ def test_a_view_declared_inside_a_block_on_storage_from_outside_is_refused():
         "allocate; declare a view around the blocks that use it"
     )):  # fmt: skip
         refresh_regions(block)
+
+
+def test_a_view_of_a_parameter_at_an_offset_reads_its_rows():
+    a, c = ir.decl_buffer("A", (ROWS, COLS)), ir.decl_buffer("C", (ROWS - 1, COLS))
+    tail = ir.decl_buffer("A_tail", (ROWS - 1, COLS), data=a.data, elem_offset=COLS)
+    i, j = ir.Var("i"), ir.Var("j")
+    block = _block("R", i, j, COLS, lambda vi, vj: ir.BufferStore(c, tail[vi, vj] * 3.0, (vi, vj)))
+    block = refresh_regions(
+        ir.Block("R", (ir.IterVar(block.iter_vars[0].var, ir.Range.of(0, ROWS - 1), "spatial"), block.iter_vars[1]), block.bindings, block.body)
+    )
+    body = ir.For(i, ir.const(0), ir.const(ROWS - 1), ir.ForKind.SERIAL, ir.For(j, ir.const(0), ir.const(COLS), ir.ForKind.SERIAL, block))
+    func = ir.Func("tail", (a, c), ir.Block("root", (), (), ir.DeclBuffer(tail, body)))
+    lowered = lower(func, verify=True)
+    assert "C_flat[i * 8 + j] = A_tail[i * 8 + j + 8] * 3.0" in str(lowered.func)
+    out = np.zeros((ROWS - 1, COLS), np.float32)
+    build(lowered.func, lowered.plan)(A_IN, out)
+    np.testing.assert_array_equal(out, A_IN[1:] * 3)
