@@ -16,6 +16,21 @@ GOLDEN_DIR = REPO_ROOT / "tests" / "golden"
 os.environ.setdefault("NUMBA_CACHE_DIR", str(REPO_ROOT / ".cache" / "numba"))
 os.environ.setdefault("AUTOTUNE_CACHE_DIR", str(REPO_ROOT / ".cache" / "autotune"))
 
+from autotune.search.target import Target  # noqa: E402  (after the cache variables: it imports the code generator)
+
+
+SPACE_TARGET = Target("znver5", 2, 512, 32, 64, 49152, 1048576, 33554432)
+"""The machine the tests derive search spaces for, whatever the host (an AVX-512 host with 2 cores):
+the knobs a test asserts (register tiles, channel blocks) depend on the target, not on where the
+suite runs. The kernels still compile for the host."""
+
+
+@pytest.fixture(autouse=True)
+def _space_target(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Target.host()`` is :data:`SPACE_TARGET` in every test but those marked ``host_target``."""
+    if request.node.get_closest_marker("host_target") is None:
+        monkeypatch.setattr(Target, "host", classmethod(lambda cls: SPACE_TARGET))
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(

@@ -60,12 +60,15 @@ class Cascade:
     jammable: tuple[str, ...] = ()
     """Unrollable stages with a spatial loop that a window slides along (:func:`_jam_plan`)."""
     tileable: tuple[tuple[str, int], ...] = ()
-    """``(stage, block)``: stages with a register tile (:func:`_tile_plan`) and its channels per tile."""
+    """``(stage, block)``: stages with a register tile (:func:`_tile_plan`) and the most channels a
+    tile may hold (the largest divisor of the channels that codegen unrolls)."""
+    tile_channels: tuple[tuple[str, int], ...] = ()
+    """``(stage, channels)``: the extent of each tileable stage's channel loop (a tile holds a divisor)."""
     row_tiled: tuple[str, ...] = ()
     """Tileable stages whose tile's columns are their rows: a tile needs at least 2 rows per tile."""
     packable: tuple[str, ...] = ()
-    """Tileable stages whose tile copies an operand with its channel dimension last (a dense weight)
-    and that have a channel block loop to copy it at (:attr:`_TilePlan.packed`)."""
+    """Tileable stages whose tile copies an operand with its channel dimension last (a dense weight,
+    :attr:`_TilePlan.packed`), per block of channels or whole."""
     consumers: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """``(stage, readers)``: for each movable stage, the movable stages that read its buffer (it can
     be computed at the tile loop only where they are: a reader at root runs outside the loop)."""
@@ -241,8 +244,9 @@ def _describe(
             and _jam_plan(func, b, row_dims[i]) is not None
         ),
         tileable=tuple((name, plan.block) for name, plan in plans.items()),
+        tile_channels=tuple((name, plan.channels) for name, plan in plans.items()),
         row_tiled=tuple(name for name, plan in plans.items() if plan.rows),
-        packable=tuple(name for name, plan in plans.items() if plan.packed and plan.block < plan.channels),
+        packable=tuple(name for name, plan in plans.items() if plan.packed),
         consumers=consumers,
         padded=tuple(padded),
     )

@@ -52,9 +52,9 @@ stage before its global pool). Later blocks stay where they are. Knobs::
                     for every row tile) or whole, first (a [K, O] copy, made once; more workspace).
                     MLP 128x512->2048->512 on the AVX-512 host, loaded: tile 4 rows x 64 channels over
                     block copies with 32-row tiles 1.9x faster than without a tile (ad hoc, one process)
-    regtile_<stage> 0 | 1 | 2 | 4 | 8: a register tile of that many output columns (at most: the
-                    largest divisor of the column loop) by the stage's channels (a block of them, the
-                    largest divisor up to codegen's UNROLL_LIMIT: 48 of 96), for a contraction
+    regtile_<stage> 0 | 1 | 2 | 4 | 8 | 16: a register tile of that many output columns (at most: the
+                    largest divisor of the column loop whose accumulators fit the registers) by a
+                    block of the stage's channels (chblock_<stage>), for a contraction
                     (a convolution of any kernel size, depthwise or not; a dense layer or a matmul,
                     whose own rows stand for the columns, with at least 2 rows per tile:
                     :func:`~autotune.search.cascade_stages._tile_plan`). The
@@ -77,6 +77,12 @@ stage before its global pool). Later blocks stay where they are. Knobs::
                     learnt early that unrolling beats the plain loop and seldom drew a tile: in
                     one 280-trial run, 238 unrolled the expand stage, 32 drew its tile, 6 of those
                     ran and none of the 6 was parallel.)
+    chblock_<stage> the channels of a register tile: the largest divisor of the stage's channels up to
+                    codegen's UNROLL_LIMIT (48 of 96; the default), or a smaller divisor that fills
+                    whole float32 vectors of the target (16 channels, one 512-bit register). A
+                    narrower block leaves room for more columns, and makes a packed operand's panel
+                    ([reduction, block]) smaller: a dense 2048->512's 64-channel panel is 512 KiB, its
+                    16-channel one 128 KiB. Conditional: only with regtile_<stage> above 0
     pad_<stage>     inline | copy: for a stage that pads a read inline (a select on the bounds of
                     the buffer it reads, as the operator library writes a padded convolution or
                     pool), keep the select in the stage's reduction, or compute a padded copy of
@@ -166,20 +172,48 @@ slow, a gap of 0-256 bytes after the copies left it slow, 1 KiB helped a little,
 all made it fast; padding to 64 KiB was no faster than 4 KiB (results/copy_pad.md)."""
 
 
-def _register_tile(sch: Schedule, stage: str, row_dim: int, columns: int, pack: str = "block") -> Schedule:
-    """``columns`` output columns (at most: the largest divisor of the column loop) by a block of
-    channels of ``stage`` (``_TilePlan.block``: all of them when codegen unrolls that many), accumulated
-    in registers over its reduction loops; the nest from the column loop down is compiled with SLP.
-    An operand read across the channels with a stride (a dense weight) is first copied with its
-    channel dimension last, per channel block (``pack="block"``) or whole (``"root"``)."""
+REGISTER_COLUMNS = (1, 2, 4, 8, 16)
+"""Output columns a register tile may hold (``regtile_<stage>``), as many as fit the registers beside
+the smallest channel block."""
+
+
+def channel_blocks(channels: int, largest: int, target: Target) -> tuple[int, ...]:
+    """Channels a register tile may hold, most first: ``largest`` (the most codegen unrolls) and
+    the smaller divisors of ``channels`` that fill whole float32 vectors of ``target``."""
+    lanes = target.vector_bits // 32
+    return tuple(
+        sorted({largest, *(d for d in divisors(channels) if d < largest and d % lanes == 0)}, reverse=True)
+    )
+
+
+def _register_tile(
+    sch: Schedule,
+    stage: str,
+    row_dim: int,
+    columns: int,
+    pack: str = "block",
+    channels: int | None = None,
+    accumulators: int | None = None,
+) -> Schedule:
+    """``columns`` output columns by ``channels`` channels of ``stage`` (a divisor of its channel
+    loop; default ``_TilePlan.block``, all of them when codegen unrolls that many), accumulated in
+    registers over its reduction loops; the nest from the column loop down is compiled with SLP.
+    The columns are at most the largest divisor of the column loop with ``columns x channels``
+    within ``accumulators`` (the registers' floats). An operand read across the channels with a
+    stride (a dense weight) is first copied with its channel dimension last, per channel block
+    (``pack="block"``: a [reduction, block] panel) or whole (``"root"``)."""
     block = _block(sch.func, stage)
     plan = _tile_plan(sch.func, block, row_dim)
     if plan is None:
         raise ScheduleError("regtile", f"stage '{stage}' is not a contraction over columns and channels")
-    factor = max(d for d in divisors(plan.columns) if d <= columns)
+    width = plan.block if channels is None else channels
+    if plan.channels % width:
+        raise ScheduleError("regtile", f"stage '{stage}': {width} channels do not divide its {plan.channels}")
+    room = accumulators or columns * width
+    factor = max(d for d in divisors(plan.columns) if d <= columns and (d == 1 or d * width <= room))
     outer, above, tile = plan.column, [], [plan.channel]
-    if plan.block < plan.channels:
-        sch = sch.split(plan.channel, [None, plan.block])
+    if width < plan.channels:
+        sch = sch.split(plan.channel, [None, width])
         above, tile = [sch.last[0]], [sch.last[1]]
     if factor > 1:
         sch = sch.split(plan.column, [None, factor])
@@ -261,7 +295,7 @@ class CascadeFamily(Family):
 
     name = "cascade"
     patterns = (
-        "at_*", "mode_*", "pool_*", "fuse_*", "unroll_*", "jam_*", "jamrows_*", "regtile_*", "pack_*", "pad_*", "padat_*",
+        "at_*", "mode_*", "pool_*", "fuse_*", "unroll_*", "jam_*", "jamrows_*", "regtile_*", "chblock_*", "pack_*", "pad_*", "padat_*",
     )  # fmt: skip
     max_tile = 32
 
@@ -292,12 +326,17 @@ class CascadeFamily(Family):
             out.append(int_domain("strip", [0, *strips], 0, c.cols))
         tileable = dict(c.tileable)
         for s, block in c.tileable:
-            tiles = tuple(t for t in (1, 2, 4, 8) if t * block <= target.register_floats)
+            blocks = channel_blocks(dict(c.tile_channels)[s], block, target)
+            tiles = tuple(t for t in REGISTER_COLUMNS if t * blocks[-1] <= target.register_floats)
             # a tile over the rows needs rows in the tile loop
             rows = (("tile_rows", tuple(t for t in row_tiles if t > 1)),) if s in c.row_tiled else ()
             out.append(choice_domain(f"regtile_{s}", (0, *tiles), rows, kind="tile"))
-        for s in c.packable:
-            out.append(choice_domain(f"pack_{s}", ("block", "root"), ((f"regtile_{s}", (1, 2, 4, 8)),), kind="location"))
+            if len(blocks) > 1:
+                out.append(choice_domain(f"chblock_{s}", blocks, ((f"regtile_{s}", tiles),), kind="tile"))
+            if s in c.packable and blocks[-1] < dict(c.tile_channels)[s]:
+                out.append(
+                    choice_domain(f"pack_{s}", ("block", "root"), ((f"regtile_{s}", tiles),), kind="location")
+                )
         untiled = {s: ((f"regtile_{s}", (0,)),) if s in tileable else () for s in {*c.fusable, *c.unrollable}}
         out += [choice_domain(f"fuse_{s}", (False, True), untiled[s], kind="unroll") for s in c.fusable]
         out += [choice_domain(f"unroll_{s}", (False, True), untiled[s], kind="unroll") for s in c.unrollable]
@@ -379,8 +418,15 @@ class CascadeFamily(Family):
                     sch = sch.unroll(loop)
         for stage, _ in c.tileable:
             if stage in registers:
-                pack = values.get(f"pack_{stage}", "block")
-                sch = _register_tile(sch, stage, dict(c.row_dims)[stage], values[f"regtile_{stage}"], pack)
+                sch = _register_tile(
+                    sch,
+                    stage,
+                    dict(c.row_dims)[stage],
+                    values[f"regtile_{stage}"],
+                    values.get(f"pack_{stage}", "block"),
+                    values.get(f"chblock_{stage}", dict(c.tileable)[stage]),
+                    target.register_floats,
+                )
         if len(outer) == 2:
             sch = sch.parallel(outer[0], copy_pad=values.get("copy_pad") or None)
         # a jam that split the last stage's innermost loop left unrolled copies there: nothing to vectorise

@@ -42,8 +42,8 @@ def test_contractions_have_register_tiles_max_windows_do_not() -> None:
 def test_register_tile_knobs_and_their_conditions() -> None:
     space = load_space(SPACES_DIR / "cascade.yaml", _small(), POOLS)
     knobs = {k.name: k for k in space.knobs}
-    assert knobs["regtile_expand"] == Knob("regtile_expand", (0, 1, 2, 4, 8), kind="tile")
-    assert knobs["regtile_project"] == Knob("regtile_project", (0, 1, 2, 4, 8), kind="tile")
+    assert knobs["regtile_expand"] == Knob("regtile_expand", (0, 1, 2, 4, 8, 16), kind="tile")
+    assert knobs["regtile_project"] == Knob("regtile_project", (0, 1, 2, 4, 8, 16), kind="tile")
     # a tiled stage is not unrolled: unroll is the conditional knob, so a sampler draws the tile first
     assert knobs["unroll_expand"] == Knob("unroll_expand", (False, True), (("regtile_expand", (0,)),), "unroll")
     assert knobs["unroll_project"] == Knob("unroll_project", (False, True), (("regtile_project", (0,)),), "unroll")
@@ -179,8 +179,45 @@ def test_a_users_3x3_convolutions_get_register_tiles() -> None:
     wl = _resnet_body()
     assert analyze_cascade(wl.func).tileable == (("conv1", 8), ("conv2", 8))
     knobs = {k.name: k for k in load_space(SPACES_DIR / "cascade.yaml", wl, POOLS).knobs}
-    assert knobs["regtile_conv1"] == Knob("regtile_conv1", (0, 1, 2, 4, 8), kind="tile")
-    assert knobs["regtile_conv2"] == Knob("regtile_conv2", (0, 1, 2, 4, 8), kind="tile")
+    assert knobs["regtile_conv1"] == Knob("regtile_conv1", (0, 1, 2, 4, 8, 16), kind="tile")
+    assert knobs["regtile_conv2"] == Knob("regtile_conv2", (0, 1, 2, 4, 8, 16), kind="tile")
+    assert "chblock_conv1" not in knobs  # 8 channels: less than one 16-lane vector, one block
+
+
+def test_a_register_tile_holds_any_block_of_whole_vectors_of_channels() -> None:
+    """64 channels on a 512-bit target: blocks of 64, 32 or 16 (one vector); on a 256-bit one also 8.
+    The columns offered fit the registers beside the smallest block; a wider block takes fewer."""
+    from autotune.search.space_cascade import channel_blocks
+    from autotune.search.target import Target
+
+    avx2 = Target("znver3", 2, 256, 16)
+    avx512 = Target("znver5", 2, 512, 32)
+    assert channel_blocks(64, 64, avx512) == (64, 32, 16)
+    assert channel_blocks(64, 64, avx2) == (64, 32, 16, 8)
+    assert channel_blocks(96, 48, avx512) == (48, 32, 16)  # 96 = 2 x 48: codegen unrolls <= 64
+    assert channel_blocks(8, 8, avx512) == (8,)
+    wl = _resnet_body(channels=64)
+    knobs = {k.name: k for k in load_space(SPACES_DIR / "cascade.yaml", wl, POOLS, avx512).knobs}
+    assert knobs["chblock_conv1"] == Knob(
+        "chblock_conv1", (64, 32, 16), (("regtile_conv1", (1, 2, 4, 8, 16)),), "tile"
+    )
+    narrow = {k.name: k for k in load_space(SPACES_DIR / "cascade.yaml", wl, POOLS, avx2).knobs}
+    assert narrow["regtile_conv1"].choices == (0, 1, 2, 4, 8, 16)  # 16 x 8 channels = 128 accumulators
+    assert narrow["chblock_conv1"].choices == (64, 32, 16, 8)
+
+
+def test_a_register_tile_takes_the_columns_that_fit_beside_its_block() -> None:
+    from autotune.search.target import Target
+
+    wl = _resnet_body(size=16, channels=64)
+    avx2 = Target("znver3", 2, 256, 16)
+    space = load_space(SPACES_DIR / "cascade.yaml", wl, POOLS, avx2)
+    base = space.default() | {"tile_rows": 2, "regtile_conv2": 16}
+    # 128 accumulators: 16 columns of 8 channels, or 2 columns of 64 (the tile is split that way)
+    for block, columns in ((8, 16), (64, 2)):
+        sch = space.apply(wl.func, base | {"chblock_conv2": block})
+        splits = [dict(s.args)["factors"] for s in sch.trace if s.op == "split"]
+        assert [None, columns] in [list(f) for f in splits] and ([None, block] in [list(f) for f in splits]) == (block < 64)
 
 
 @pytest.mark.slow
@@ -281,10 +318,14 @@ def test_dense_layers_get_tiles_over_their_rows_with_packed_weights() -> None:
     read across the channels with a stride of K, is copied with the channels last."""
     c = analyze_cascade(_mlp().func)
     assert c.tileable == (("fc1", 64), ("fc2", 16)) and c.row_tiled == ("fc1", "fc2")
-    assert c.packable == ("fc1",)  # 128 channels in blocks of 64: the copy can be made per block
+    assert c.packable == ("fc1", "fc2")
     knobs = {k.name: k for k in load_space(SPACES_DIR / "cascade.yaml", _mlp(), POOLS).knobs}
     assert knobs["regtile_fc1"].requires == (("tile_rows", (2, 4, 8)),)  # rows in the tile loop
-    assert knobs["pack_fc1"] == Knob("pack_fc1", ("block", "root"), (("regtile_fc1", (1, 2, 4, 8)),), "location")
+    # 128 channels in blocks of 64 (or 32, 16): the copy can be made per block
+    tiles = (1, 2, 4, 8, 16)
+    assert knobs["pack_fc1"] == Knob("pack_fc1", ("block", "root"), (("regtile_fc1", tiles),), "location")
+    assert knobs["chblock_fc1"] == Knob("chblock_fc1", (64, 32, 16), (("regtile_fc1", tiles),), "tile")
+    assert "pack_fc2" not in knobs  # 16 channels, one block: the copy is whole
 
 
 @pytest.mark.slow

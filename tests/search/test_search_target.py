@@ -16,6 +16,7 @@ AVX2 = Target("znver3", 2, 256, 16, 64, 32768, 524288, 33554432)
 AVX512 = Target("znver5", 2, 512, 32, 64, 49152, 1048576, 33554432)
 
 
+@pytest.mark.host_target
 def test_the_host_target_is_read_from_the_machine() -> None:
     host = Target.host()
     assert host.cores >= 1 and host.vector_bits in (256, 512) and host.vector_registers in (16, 32)
@@ -56,11 +57,16 @@ def test_the_space_follows_the_target() -> None:
     """Register tiles up to the register file; a parallel loop in as many parts as cores."""
     wl = get("bottleneck", height=8, width=8, cin=4, expand=8)
     avx2 = {k.name: k.choices for k in load_space(SPACES_DIR / "cascade.yaml", wl, (), AVX2).knobs}
-    assert avx2["regtile_expand"] == (0, 1, 2, 4, 8)  # 8 channels a tile: 64 accumulators at most
+    assert avx2["regtile_expand"] == (0, 1, 2, 4, 8, 16)  # 8 channels a tile: 128 accumulators at most
     wide = get("bottleneck", height=8, width=8, cin=4, expand=64)
     narrow = {k.name: k.choices for k in load_space(SPACES_DIR / "cascade.yaml", wide, (), AVX2).knobs}
     roomy = {k.name: k.choices for k in load_space(SPACES_DIR / "cascade.yaml", wide, (), AVX512).knobs}
-    assert narrow["regtile_expand"] == (0, 1, 2) and roomy["regtile_expand"] == (0, 1, 2, 4, 8)
+    # channel blocks of whole vectors: 8 lanes on AVX2, 16 on AVX-512
+    assert narrow["chblock_expand"] == (64, 32, 16, 8) and roomy["chblock_expand"] == (64, 32, 16)
+    assert narrow["regtile_expand"] == (0, 1, 2, 4, 8, 16) and roomy["regtile_expand"] == (0, 1, 2, 4, 8, 16)
+    small_file = replace(AVX2, vector_registers=4)  # 32 floats: 4 columns of 8 channels at most
+    few = {k.name: k.choices for k in load_space(SPACES_DIR / "cascade.yaml", wide, (), small_file).knobs}
+    assert few["regtile_expand"] == (0, 1, 2, 4)
     four = load_space(SPACES_DIR / "cascade.yaml", wl, (), replace(AVX2, cores=4))
     sch = four.apply(wl.func, {"parallel": "outer", "tile_rows": 1})
     split = next(step for step in sch.trace if step.op != "sample")
