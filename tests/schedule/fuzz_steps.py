@@ -222,6 +222,8 @@ def draw_step(ch: Chooser, sch: Schedule) -> tuple[str, dict[str, Any]] | None:
     if op == "set_vectorizer":
         mode = ch.pick(["loop", "slp"])
         return op, ({"mode": mode, "loop": ch.pick(loops)} if loops and ch.int(0, 1) else {"mode": mode})
+    if op == "transform_layout" and ch.int(0, 3) == 0:  # a parameter: the primitive stages a copy of it
+        names = sorted({r.buffer.name for r in (*view.node[block].writes, *view.node[block].reads) if r.buffer in view.params})
     if not names:
         return None
     name = ch.pick(names)

@@ -239,9 +239,57 @@ def test_transform_layout_bad_maps(index_map, message):
         sch.transform_layout("A_local_vtcm", "A_local_vtcm", index_map)
 
 
-def test_transform_layout_of_a_parameter():
-    with pytest.raises(ScheduleError, match="transform_layout: 'A' is a function parameter"):
-        staged().transform_layout("A_local_vtcm", "A", lambda i: [i // 2, AXIS_SEPARATOR, i % 2])
+def test_transform_layout_of_an_input_stages_a_copy_in_the_new_layout(mm, golden, run_func):
+    # the caller still passes A as a flat [16, 16] array: the four banks are a copy of it
+    sch = Schedule(mm.func).split("i", [None, 8], names=["io", "ii"])
+    sch = sch.transform_layout("matmul", "A", lambda i, k: [i // 4, AXIS_SEPARATOR, i % 4, k])
+    assert sch.last == ("A_layout",)
+    golden("schedule/transform_layout_input", str(sch.func))
+    same_text(mm.func, sch)
+    lowered = run_func(mm, sch.func)
+    assert allocations(lowered.func) == {"A_layout": (4, 64)}
+    # the copy writes at mapped indices: it stays whole (a tiled copy is cache_read + compute_at first)
+    with pytest.raises(ScheduleError, match=re.escape("compute_at: block 'A_layout' must write 'A_layout' at its own spatial iter vars")):
+        sch.compute_at("A_layout", "io")
+
+
+def test_transform_layout_of_an_output_stages_a_copy_out(mm, golden, run_func):
+    sch = Schedule(mm.func).transform_layout("matmul", "matmul", lambda i, j: [j, i])
+    assert sch.last == ("matmul_layout",)
+    text = str(sch.func)
+    golden("schedule/transform_layout_output", text)
+    assert "matmul[v_ax0, v_ax1] = matmul_layout[v_ax1, v_ax0]" in text
+    run_func(mm, sch.func)
+    # both parameters, one of them banked
+    both = sch.transform_layout("matmul", "B", lambda k, j: [j // 8, AXIS_SEPARATOR, j % 8, k])
+    lowered = run_func(mm, both.func)
+    assert allocations(lowered.func) == {"B_layout": (2, 128), "matmul_layout": (256,)}
+    same_text(mm.func, both)
+
+
+def test_transform_layout_of_a_parameter_preconditions(mm):
+    # the map is checked against the parameter itself
+    with pytest.raises(ScheduleError, match=re.escape("transform_layout: index map is not bijective on 'A': shape [16, 16] (256 elements) maps into [8, 16] (128)")):
+        Schedule(mm.func).transform_layout("matmul", "A", lambda i, k: [i // 2, k])
+    # an output with two writers (the init decomposed into a block of its own) cannot be copied out once
+    split = Schedule(mm.func).decompose_reduction("matmul", "k")
+    message = "transform_layout: 'matmul' is written by blocks 'matmul_init', 'matmul'; the copy-out would overwrite all but 'matmul_init'"
+    with pytest.raises(ScheduleError, match="^" + re.escape(message) + "$"):
+        split.transform_layout("matmul", "matmul", lambda i, j: [j, i])
+
+
+def test_transform_layout_of_an_output_its_writer_may_not_fill_is_refused():
+    a, out = ir.decl_buffer("A", (8,)), ir.decl_buffer("C", (8,))
+    v, i = ir.Var("v"), ir.Var("i")
+    store = ir.BufferStore(out, a[v * 2], (v * 2,))
+    block = ir.Block("half", (ir.IterVar(v, ir.Range.of(0, 4), "spatial"),), (i,), store, (ir.BufferRegion(a, (ir.Range.of(v * 2, 1),)),), (ir.BufferRegion(out, (ir.Range.of(v * 2, 1),)),))
+    func = ir.Func("half", (a, out), ir.Block("root", (), (), ir.For(i, ir.const(0), ir.const(4), ir.ForKind.SERIAL, block)))
+    message = (
+        "transform_layout: output 'C' is stored by block 'half' at [v * 2], which may not be every element: "
+        "a staged copy-out would overwrite the rest with what the block never wrote"
+    )
+    with pytest.raises(ScheduleError, match="^" + re.escape(message) + "$"):
+        Schedule(func).transform_layout("half", "C", lambda j: [j // 4, AXIS_SEPARATOR, j % 4])
 
 
 def test_transform_layout_unknown_buffer():

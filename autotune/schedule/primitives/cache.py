@@ -101,12 +101,21 @@ def cache_read(func: ir.Func, block: str, buffer_index: int, scope: str = "globa
     The copy goes right before the root-level loop nest of the first reader.
     """
     p = "cache_read"
-    root = root_block(func)
+    root_block(func)
     blk = get_block(func, block, p)
     buf = _region_buffer(blk, blk.reads, buffer_index, "reads", p)
     _check_scope(scope, p)
     if any(w.buffer is buf for w in blk.writes):
         raise ScheduleError(p, f"block '{block}' reads and writes '{buf.name}' (it updates it in place); use cache_write")
+    new = _cache_buffer(func, buf, scope, p)
+    return stage_in(func, buf, new, p), (new.name,)
+
+
+def stage_in(func: ir.Func, buf: ir.Buffer, new: ir.Buffer, p: str) -> ir.Func:
+    """``func`` with every reader of ``buf`` reading ``new`` instead, a copy block (named as ``new``)
+    filling it right before the root-level loop nest of the first reader, and ``new`` allocated by
+    the root block."""
+    root = root_block(func)
     items = _root_items(root)
     readers = [b for b in ir.collect(root.body, ir.Block) if any(r.buffer is buf for r in b.reads)]
     first = min(_item_of(items, r) for r in readers)
@@ -115,12 +124,10 @@ def cache_read(func: ir.Func, block: str, buffer_index: int, scope: str = "globa
             raise ScheduleError(
                 p, f"block '{w.name}' writes '{buf.name}' in or after the loop nest of its first reader: a copy made before it would be stale"
             )
-    new = _cache_buffer(func, buf, scope, p)
     nest = _copy_nest(func, buf, new, new.name)
     redirect = _Redirect(readers, buf, new)
     moved: list[ir.Stmt] = [redirect.visit(s) for s in items]
-    body = _with_items(root, [*moved[:first], nest, *moved[first:]], new)
-    return replace(func, body=body), (new.name,)
+    return replace(func, body=_with_items(root, [*moved[:first], nest, *moved[first:]], new))
 
 
 def cache_write(func: ir.Func, block: str, buffer_index: int, scope: str = "global") -> Result:
@@ -130,23 +137,30 @@ def cache_write(func: ir.Func, block: str, buffer_index: int, scope: str = "glob
     ``for i: C_global[i] = A[i] * 2`` then ``for ax0: C[ax0] = C_global[ax0]``.
     """
     p = "cache_write"
-    root = root_block(func)
+    root_block(func)
     blk = get_block(func, block, p)
     buf = _region_buffer(blk, blk.writes, buffer_index, "writes", p)
     _check_scope(scope, p)
+    new = _cache_buffer(func, buf, scope, p)
+    return stage_out(func, blk, buf, new, p), (new.name,)
+
+
+def stage_out(func: ir.Func, blk: ir.Block, buf: ir.Buffer, new: ir.Buffer, p: str) -> ir.Func:
+    """``func`` with ``blk``, the only writer of ``buf``, writing ``new`` instead, a copy block (named
+    as ``new``) copying it out to ``buf`` right after ``blk``'s root-level loop nest, and ``new``
+    allocated by the root block."""
+    root = root_block(func)
     writers = writers_of(func, buf)
     if len(writers) != 1:
         names = ", ".join(f"'{w.name}'" for w in writers)
-        raise ScheduleError(p, f"'{buf.name}' is written by blocks {names}; the copy-out would overwrite all but '{block}'")
+        raise ScheduleError(p, f"'{buf.name}' is written by blocks {names}; the copy-out would overwrite all but '{blk.name}'")
     items = _root_items(root)
     k = _item_of(items, blk)
     for other in ir.collect(items[k], ir.Block):
         if other is not blk and any(r.buffer is buf for r in (*other.reads, *other.writes)):
             raise ScheduleError(
-                p, f"block '{other.name}' reads '{buf.name}' inside the loop nest of '{block}', before the copy-out would run"
+                p, f"block '{other.name}' reads '{buf.name}' inside the loop nest of '{blk.name}', before the copy-out would run"
             )
-    new = _cache_buffer(func, buf, scope, p)
     moved: ir.Stmt = _Redirect([blk], buf, new).visit(items[k])
     nest = _copy_nest(func, new, buf, new.name)
-    body = _with_items(root, [*items[:k], moved, nest, *items[k + 1 :]], new)
-    return replace(func, body=body), (new.name,)
+    return replace(func, body=_with_items(root, [*items[:k], moved, nest, *items[k + 1 :]], new))

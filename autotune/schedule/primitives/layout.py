@@ -20,9 +20,11 @@ from ... import ir
 from ...analysis.arith import Analyzer
 from ...analysis.interval import Interval
 from ...errors import ScheduleError
+from ...ir.names import fresh_name
 from ..exprjson import AXIS_SEPARATOR, expr_from_json
 from ..regions import EXPLICIT, refresh_regions
-from ..tree import allocating_block, root_block
+from ..tree import all_names, allocating_block, root_block, writers_of
+from .cache import stage_in, stage_out
 from .memory import find_buffer
 from .placement import ROLLING
 
@@ -200,7 +202,7 @@ def _check_not_outlined(func: ir.Func, buf: ir.Buffer) -> None:
 
 
 def transform_layout(func: ir.Func, block: str, buffer: str, index_map: Sequence[Any], padding: bool = True) -> Result:
-    """Lay intermediate ``buffer`` (accessed by ``block``) out through ``index_map``.
+    """Lay ``buffer`` (accessed by ``block``) out through ``index_map``.
 
     ``A_global[8192]`` with ``[i // 4096, "|", i % 4096]`` becomes
     ``A_global[2, 4096]`` with ``axis_separators=[1]``, and every
@@ -209,13 +211,23 @@ def transform_layout(func: ir.Func, block: str, buffer: str, index_map: Sequence
     The map must send distinct elements to distinct places. A map whose image box is larger
     than the buffer (``[i // 4, "|", i % 4]`` on ``[7]`` gives ``[2, 4]``) pads it: the extra
     places are allocated and never read or written. ``padding=False`` refuses such a map.
+
+    A function parameter keeps the layout its caller passes; the new layout goes to a whole
+    staged copy made here at the root (``.last``: its name, also its copy block's). An input
+    ``A`` is copied into ``A_layout`` before its first reader and every reader reads the copy;
+    an output is written by its writer into the copy, copied out after the writer's loop nest
+    (the writer must be its only one and store every element, or the copy-out would overwrite
+    what it leaves). The copy block then accesses the copy at mapped indices, so ``compute_at``
+    does not move it: a copy made tile by tile is ``cache_read``/``cache_write``, ``compute_at``
+    of the cache block, then ``transform_layout`` of the cache:
+
+    ``for i: B[i] = A[i] * 2`` becomes ``for ax0: A_layout[ax0 // 4, ax0 % 4] = A[ax0]``
+    then ``for i: B[i] = A_layout[i // 4, i % 4] * 2``.
     """
     root_block(func)
     if not isinstance(padding, bool):
         raise ScheduleError(P, f"argument 'padding' must be true or false, got {padding!r}")
     buf = find_buffer(func, block, buffer, P)
-    if allocating_block(func, buf) is None:
-        raise ScheduleError(P, f"'{buf.name}' is a function parameter; only intermediate buffers can change layout")
     variables, exprs, seps = _parse(index_map, buf)
     shape = _image_shape(variables, exprs, buf)
     _check_injective(variables, exprs, shape, buf)
@@ -227,7 +239,44 @@ def transform_layout(func: ir.Func, block: str, buffer: str, index_map: Sequence
         )
     _check_no_explicit(func, buf)
     _check_not_rolled(func, buf)
+    outputs: tuple[str, ...] = ()
+    if allocating_block(func, buf) is None:
+        func, buf = _stage_parameter(func, buf)
+        outputs = (buf.name,)
     if seps:
         _check_not_outlined(func, buf)
     new = buf.with_(shape=tuple(ir.const(d) for d in shape), axis_separators=seps, data=ir.Var(f"{buf.name}_data", "handle"))
-    return _Relayout(buf, new, variables, exprs).visit(func), ()
+    return _Relayout(buf, new, variables, exprs).visit(func), outputs
+
+
+def _stage_parameter(func: ir.Func, param: ir.Buffer) -> tuple[ir.Func, ir.Buffer]:
+    """``func`` with parameter ``param`` staged through a new intermediate ``<param>_layout``: copied
+    in before its readers (an input) or out after its writer (an output); and that intermediate."""
+    staged = ir.decl_buffer(fresh_name(all_names(func), f"{param.name}_layout"), param.const_shape(), param.dtype)
+    if any(p is param for p in func.inputs):
+        return stage_in(func, param, staged, P), staged
+    writers = writers_of(func, param)
+    if not writers:
+        raise ScheduleError(P, f"output '{param.name}' has no writer whose stores a staged copy could take")
+    if len(writers) == 1:
+        _check_writes_every_element(writers[0], param)
+    return stage_out(func, writers[0], param, staged, P), staged
+
+
+def _check_writes_every_element(blk: ir.Block, buf: ir.Buffer) -> None:
+    """Refuse an output whose writer may leave elements unwritten: each of its stores must index
+    ``buf`` by distinct spatial iteration variables that run over its whole shape, in order."""
+    doms = {iv.var: iv.dom for iv in blk.iter_vars if iv.kind == "spatial"}
+    for store in ir.collect(blk, ir.BufferStore):
+        if store.buffer is not buf:
+            continue
+        whole = all(
+            isinstance(i, ir.Var) and i in doms and ir.as_int(doms[i].min) == 0 and ir.as_int(doms[i].extent) == d
+            for i, d in zip(store.indices, buf.const_shape())
+        )
+        if not whole or len(set(store.indices)) != len(store.indices):
+            raise ScheduleError(
+                P,
+                f"output '{buf.name}' is stored by block '{blk.name}' at [{', '.join(map(ir.to_text, store.indices))}], "
+                "which may not be every element: a staged copy-out would overwrite the rest with what the block never wrote",
+            )
