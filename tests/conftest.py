@@ -18,7 +18,6 @@ os.environ.setdefault("AUTOTUNE_CACHE_DIR", str(REPO_ROOT / ".cache" / "autotune
 
 from autotune.search.target import Target  # noqa: E402  (after the cache variables: it imports the code generator)
 
-
 SPACE_TARGET = Target("znver5", 2, 512, 32, 64, 49152, 1048576, 33554432)
 """The machine the tests derive search spaces for, whatever the host (an AVX-512 host with 2 cores):
 the knobs a test asserts (register tiles, channel blocks) depend on the target, not on where the

@@ -57,7 +57,7 @@ stage before its global pool). Later blocks stay where they are. Knobs::
                     block of the stage's channels (chblock_<stage>), for a contraction
                     (a convolution of any kernel size, depthwise or not; a dense layer or a matmul,
                     whose own rows stand for the columns, with at least 2 rows per tile:
-                    :func:`~autotune.search.cascade_stages._tile_plan`). The
+                    :func:`~autotune.analysis.stage_loops._tile_plan`). The
                     reduction loops go above the unrolled columns and channels, the accumulators live
                     in registers over the whole reduction, and the nest is outlined and compiled with
                     the SLP vectoriser (``set_vectorizer(loop=...)``), while the rest of the kernel
@@ -107,9 +107,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import ir
-from ..errors import ScheduleError
-from ..schedule import Schedule
-from .cascade_stages import (
+from ..analysis.chain import Cascade, analyze_cascade
+from ..analysis.stage_loops import (
     _block,
     _fusable_pair,
     _jam_plan,
@@ -118,7 +117,8 @@ from .cascade_stages import (
     _shared_rows,
     _tile_plan,
 )
-from .cascade_structure import Cascade, analyze_cascade
+from ..errors import ScheduleError
+from ..schedule import Schedule
 from .space_family import Domain, Family, choice_domain, divisors, int_domain
 from .target import Target
 

@@ -24,11 +24,9 @@ __all__ = [
     "Domain",
     "Family",
     "Requires",
-    "bound_var",
     "choice_domain",
     "divisors",
     "int_domain",
-    "loops_of",
     "same_value",
 ]
 
@@ -65,7 +63,9 @@ class Family(ABC):
     """The largest tile a derived tile knob offers, unless the space file says ``max_tile``."""
 
     @abstractmethod
-    def domains(self, func: ir.Func, pools: Sequence[str], max_tile: int, target: Target) -> tuple[Domain, ...]:
+    def domains(
+        self, func: ir.Func, pools: Sequence[str], max_tile: int, target: Target
+    ) -> tuple[Domain, ...]:
         """The knobs of ``func`` on ``target``; ConfigError when the family does not fit the function."""
 
     @abstractmethod
@@ -112,31 +112,3 @@ def divisors(n: int) -> list[int]:
     """The divisors of ``n`` in increasing order."""
     small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
     return sorted({*small, *(n // d for d in small)})
-
-
-def loops_of(func: ir.Func, block: ir.Block) -> list[ir.For]:
-    """The loops around ``block``, outermost first."""
-    path: list[ir.For] = []
-
-    def walk(stmt: ir.Stmt, above: list[ir.For]) -> bool:
-        if stmt is block:
-            path.extend(above)
-            return True
-        if isinstance(stmt, ir.For):
-            return walk(stmt.body, [*above, stmt])
-        if isinstance(stmt, ir.SeqStmt):
-            return any(walk(s, above) for s in stmt.seq)
-        if isinstance(stmt, (ir.Block, ir.Allocate, ir.DeclBuffer)):
-            return walk(stmt.body, above)
-        return False
-
-    walk(func.body, [])
-    return path
-
-
-def bound_var(block: ir.Block, loop: ir.For) -> ir.IterVar | None:
-    """The iter var of ``block`` bound to exactly ``loop``'s variable, if any."""
-    for iv, binding in zip(block.iter_vars, block.bindings):
-        if binding is loop.loop_var:
-            return iv
-    return None

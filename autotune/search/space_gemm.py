@@ -36,9 +36,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .. import ir
+from ..analysis.stage_loops import loops_of
 from ..errors import ConfigError
 from ..schedule import Schedule
-from .space_family import Domain, Family, choice_domain, divisors, int_domain, loops_of
+from .space_family import Domain, Family, choice_domain, divisors, int_domain
 from .target import Target
 
 __all__ = ["Gemm", "GemmFamily", "analyze_gemm"]
@@ -125,16 +126,25 @@ class GemmFamily(Family):
     name = "gemm"
     max_tile = 64
 
-    def domains(self, func: ir.Func, pools: Sequence[str], max_tile: int, target: Target) -> tuple[Domain, ...]:
+    def domains(
+        self, func: ir.Func, pools: Sequence[str], max_tile: int, target: Target
+    ) -> tuple[Domain, ...]:
         g = analyze_gemm(func)
         out = [
             int_domain(f"tile_{axis}", tile_choices(n, max_tile), 1, n) for axis, n in zip("mnk", g.extents)
         ]
         out.append(choice_domain("order", ORDERS, kind="layout"))
-        out += [choice_domain(name, (False, True), kind="layout") for name in ("cache_a", "cache_b", "double_buffer")]
-        out.append(choice_domain("parallel", ("none", "outer") if g.extents[0] > 1 else ("none",), kind="parallel"))
+        out += [
+            choice_domain(name, (False, True), kind="layout")
+            for name in ("cache_a", "cache_b", "double_buffer")
+        ]
+        out.append(
+            choice_domain("parallel", ("none", "outer") if g.extents[0] > 1 else ("none",), kind="parallel")
+        )
         out.append(choice_domain("vectorize", (False, True), kind="vectorize"))
-        tiles = [f"{rx}x{ry}" for rx, ry in REGISTER_TILES if g.extents[0] % rx == 0 and g.extents[1] % ry == 0]
+        tiles = [
+            f"{rx}x{ry}" for rx, ry in REGISTER_TILES if g.extents[0] % rx == 0 and g.extents[1] % ry == 0
+        ]
         out.append(choice_domain("register_tile", ("none", *tiles), kind="tile"))
         if len(out[-1].derived) == 1:
             return tuple(out)
@@ -142,7 +152,9 @@ class GemmFamily(Family):
         tiled = (("register_tile", ("none",)),)
         keep = ("parallel", "cache_b", "register_tile")
         out = [d if d.name in keep else replace(d, requires=tiled) for d in out]
-        out.append(choice_domain("panel_order", PANEL_ORDERS, (("register_tile", tuple(tiles)),), kind="layout"))
+        out.append(
+            choice_domain("panel_order", PANEL_ORDERS, (("register_tile", tuple(tiles)),), kind="layout")
+        )
         return tuple(out)
 
     def apply(self, sch: Schedule, values: Mapping[str, Any], target: Target) -> Schedule:

@@ -1,12 +1,14 @@
-"""Per-stage plans of the ``cascade`` family: what one stage's loops allow (see
-:mod:`autotune.search.space_cascade`).
+"""What one stage's loops allow, for the schedules of a chain tiled over its rows (the ``cascade``
+family, :mod:`autotune.search.space_cascade`).
+
+:func:`loops_of`: the loops around a block; :func:`bound_var`: the iter var a loop binds;
 
 :func:`_fusable_pair`: two innermost spatial loops that fuse into one contiguous
 loop; :func:`_reduction_loops`: reduction loops short enough to unroll;
 :func:`_jam_plan`: the column loop a window slides along (unroll-and-jam), :func:`_row_loop`
 and :func:`_shared_rows`: the row loop it jams too;
 :func:`_tile_plan`: the column and channel loops of a contraction (a register tile).
-:mod:`~autotune.search.cascade_structure` reads the chain as a whole with them.
+:mod:`~autotune.analysis.chain` reads the chain as a whole with them.
 """
 
 from __future__ import annotations
@@ -15,11 +17,38 @@ from dataclasses import dataclass
 from math import prod
 
 from .. import ir
-from ..analysis import to_linear
-from ..analysis.stages import contraction_operands
 from ..codegen import UNROLL_LIMIT
 from ..schedule.primitives.buffers import ROLLING
-from .space_family import loops_of
+from .linear import to_linear
+from .stages import contraction_operands
+
+
+def loops_of(func: ir.Func, block: ir.Block) -> list[ir.For]:
+    """The loops around ``block``, outermost first."""
+    path: list[ir.For] = []
+
+    def walk(stmt: ir.Stmt, above: list[ir.For]) -> bool:
+        if stmt is block:
+            path.extend(above)
+            return True
+        if isinstance(stmt, ir.For):
+            return walk(stmt.body, [*above, stmt])
+        if isinstance(stmt, ir.SeqStmt):
+            return any(walk(s, above) for s in stmt.seq)
+        if isinstance(stmt, (ir.Block, ir.Allocate, ir.DeclBuffer)):
+            return walk(stmt.body, above)
+        return False
+
+    walk(func.body, [])
+    return path
+
+
+def bound_var(block: ir.Block, loop: ir.For) -> ir.IterVar | None:
+    """The iter var of ``block`` bound to exactly ``loop``'s variable, if any."""
+    for iv, binding in zip(block.iter_vars, block.bindings):
+        if binding is loop.loop_var:
+            return iv
+    return None
 
 
 def _written(block: ir.Block) -> ir.Buffer | None:
@@ -202,9 +231,7 @@ def _fusable_pair(func: ir.Func, block: ir.Block, row_dim: int) -> tuple[str, st
         excluded.add(row_var)
     loops = loops_of(func, block)
     spatial = [
-        k
-        for k, f in enumerate(loops)
-        if (ir.as_int(f.extent) or 1) > 1 and not _binds(block, f, excluded)
+        k for k, f in enumerate(loops) if (ir.as_int(f.extent) or 1) > 1 and not _binds(block, f, excluded)
     ]
     if len(spatial) < 2 or spatial[-1] != spatial[-2] + 1:
         return None

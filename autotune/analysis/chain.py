@@ -1,9 +1,9 @@
-"""What the ``cascade`` family reads from a function (see :mod:`autotune.search.space_cascade`).
+"""A chain of stages as a whole, as the ``cascade`` family reads it (:mod:`autotune.search.space_cascade`).
 
 :func:`analyze_cascade` finds the last stage (the latest block with a row axis
 that its producers carry), its row loop, the stages that may move to the tile
 loop and those whose rows overlap; per stage, what
-:mod:`~autotune.search.cascade_stages` finds in its loops (a fusable pair, short
+:mod:`~autotune.analysis.stage_loops` finds in its loops (a fusable pair, short
 reduction loops, a window's column loop, a register tile). The family module turns
 these into knobs and schedules.
 """
@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .. import ir
-from ..analysis.padding import padded_reads
 from ..errors import ConfigError
-from .cascade_stages import (
+from .padding import padded_reads
+from .stage_loops import (
     _binds,
     _dim_var,
     _fusable_pair,
@@ -25,8 +25,9 @@ from .cascade_stages import (
     _reduction_loops,
     _tile_plan,
     _written,
+    bound_var,
+    loops_of,
 )
-from .space_family import bound_var, loops_of
 
 __all__ = ["Cascade", "analyze_cascade"]
 
@@ -198,7 +199,14 @@ def _describe(
     )
     writers = {id(buf): b.name for b in blocks if (buf := _written(b)) is not None}
     consumers = tuple(
-        (m, tuple(b.name for b in stages if b.name in movable and b.name != m and any(writers.get(id(r.buffer)) == m for r in b.reads)))
+        (
+            m,
+            tuple(
+                b.name
+                for b in stages
+                if b.name in movable and b.name != m and any(writers.get(id(r.buffer)) == m for r in b.reads)
+            ),
+        )
         for m in movable
     )
     padded = []
@@ -234,7 +242,9 @@ def _describe(
             if b.name in (*movable, last.name) and _fusable_pair(func, b, row_dims[i])
         ),
         unrollable=tuple(
-            b.name for b in stages if b.name in (*movable, last.name) and _reduction_loops(func, b) is not None
+            b.name
+            for b in stages
+            if b.name in (*movable, last.name) and _reduction_loops(func, b) is not None
         ),
         jammable=tuple(
             b.name
