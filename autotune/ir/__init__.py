@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .alias import aliased_buffers, storage_views
+from .alias import aliased_buffers, statements, storage_views
 from .buffer import REGISTER_SCOPE, Buffer, BufferRegion, Range, decl_buffer, dtype_bytes
 from .expr import (
     BOOL,

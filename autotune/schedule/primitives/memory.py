@@ -161,8 +161,8 @@ def register_overflows(func: ir.Func) -> dict[str, str]:
     """The ``local`` buffers of ``func`` that would live in registers (``register_problem`` finds
     nothing) but hold more than :data:`REGISTER_LIMIT` elements, each with its ``register_overflow``."""
     found: dict[str, str] = {}
-    for block in ir.collect(func.body, ir.Block):
-        for buf in block.alloc_buffers:
+    for block in ir.statements(func.body):
+        for buf in block.alloc_buffers if isinstance(block, ir.Block) else ():
             if buf.scope == ir.REGISTER_SCOPE and register_problem(func, buf) is None:
                 reason = register_overflow(func, buf)
                 if reason is not None:
