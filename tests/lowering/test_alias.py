@@ -167,3 +167,18 @@ def test_a_view_of_a_parameter_at_an_offset_reads_its_rows():
     out = np.zeros((ROWS - 1, COLS), np.float32)
     build(lowered.func, lowered.plan)(A_IN, out)
     np.testing.assert_array_equal(out, A_IN[1:] * 3)
+
+
+def test_a_view_is_not_placed_or_laid_out_for_itself():
+    from autotune.schedule.primitives import PRIMITIVES
+
+    sch = Schedule(aliased(offset=3, view_dtype="float32", view_cols=COLS))
+    message = "set_pools: 'B_view' is a view (DeclBuffer) of the storage of 'B'; set_pools 'B' instead"
+    with pytest.raises(ScheduleError, match="^" + re.escape(message) + "$"):
+        sch.set_pools("R", "B_view", ["sram"])
+    # called as a function, outside Schedule's own check of views
+    message = "transform_layout: 'B_view' is a view (DeclBuffer) of the storage of 'B'; transform_layout 'B' instead"
+    with pytest.raises(ScheduleError, match="^" + re.escape(message) + "$"):
+        PRIMITIVES["transform_layout"](sch.func, block="R", buffer="B_view", index_map=[["v", 1], ["v", 0]])
+    # the storage itself can be placed
+    assert "candidate_memory_pools" in str(sch.set_pools("W", "B", ["sram"]).func)

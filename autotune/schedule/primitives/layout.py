@@ -25,7 +25,7 @@ from ..exprjson import AXIS_SEPARATOR, expr_from_json
 from ..regions import EXPLICIT, refresh_regions
 from ..tree import all_names, allocating_block, root_block, writers_of
 from .cache import stage_in, stage_out
-from .memory import find_buffer
+from .memory import find_buffer, refuse_view
 from .placement import ROLLING
 
 Result = tuple[ir.Func, tuple[str, ...]]
@@ -241,6 +241,7 @@ def transform_layout(func: ir.Func, block: str, buffer: str, index_map: Sequence
     _check_not_rolled(func, buf)
     outputs: tuple[str, ...] = ()
     if allocating_block(func, buf) is None:
+        refuse_view(func, buf, P)
         func, buf = _stage_parameter(func, buf)
         outputs = (buf.name,)
     if seps:

@@ -36,8 +36,18 @@ def find_buffer(func: ir.Func, block: str, name: str, primitive: str) -> ir.Buff
 def _owner(func: ir.Func, buf: ir.Buffer, primitive: str) -> ir.Block:
     owner = allocating_block(func, buf)
     if owner is None:
+        refuse_view(func, buf, primitive)
         raise ScheduleError(primitive, f"'{buf.name}' is a function parameter; only intermediate allocations can be placed")
     return owner
+
+
+def refuse_view(func: ir.Func, buf: ir.Buffer, primitive: str) -> None:
+    """Refuse ``buf`` if it is a ``DeclBuffer`` view of another buffer's storage: its storage is the other's."""
+    group = ir.aliased_buffers(func).get(buf, ())
+    if group and group[0] is not buf:
+        raise ScheduleError(
+            primitive, f"'{buf.name}' is a view (DeclBuffer) of the storage of '{group[0].name}'; {primitive} '{group[0].name}' instead"
+        )
 
 
 def set_pools(func: ir.Func, block: str, buffer: str, pools: tuple[str, ...], per_bank: bool = False) -> Result:
