@@ -1,0 +1,46 @@
+"""Schedule rules: one small class per job, each deriving its knobs from the chain's IR analysis
+and turning their values into schedule primitives (see :mod:`~autotune.search.rules.base`).
+
+In the order the cascade family applies them:
+
+- :class:`~.tiling.RowTiles`: rows per tile (and the parallel parts' split);
+- :class:`~.tiling.Strip`: strips of the last stage's columns;
+- :class:`~.location.Padding`: padded copies of inline-padded reads, and where they go;
+- :class:`~.location.Location`: each intermediate at the tile loop or at root;
+- :class:`~.location.Window`: rolling buffer or recompute for overlapping tiles;
+- :class:`~.unroll.Unroll`: fuse, unroll and unroll-and-jam of short windows;
+- :class:`~.tiling.RegisterTile`: multi-level tiling of every contraction;
+- :class:`~.parallel.Parallel` and :class:`~.parallel.Vectorize`: the cores and the vector mark;
+- :class:`~.pools.Pools`: the memory pool of each allocation.
+"""
+
+from .base import Chain, Nest, Rule, register_tiled, tile_choices
+from .location import Location, Padding, Window, locations
+from .parallel import COPY_PADS, Parallel, Vectorize
+from .pools import Pools
+from .tiling import REGISTER_COLUMNS, RegisterTile, RowTiles, Strip, channel_blocks, register_tile
+from .unroll import Unroll, jam
+
+__all__ = [
+    "COPY_PADS",
+    "REGISTER_COLUMNS",
+    "Chain",
+    "Location",
+    "Nest",
+    "Padding",
+    "Parallel",
+    "Pools",
+    "RegisterTile",
+    "RowTiles",
+    "Rule",
+    "Strip",
+    "Unroll",
+    "Vectorize",
+    "Window",
+    "channel_blocks",
+    "jam",
+    "locations",
+    "register_tile",
+    "register_tiled",
+    "tile_choices",
+]

@@ -1,0 +1,92 @@
+"""What every schedule rule of a chain tiled over its rows shares: the :class:`Rule` contract, the
+:class:`Chain` it derives knobs from and the :class:`Nest` it schedules.
+
+A rule has one job (where intermediates are computed, how a window is kept, a register tile, ...).
+It derives the knobs of that job from the chain's analysis (:mod:`autotune.analysis.chain`) and
+the target, each a :class:`~autotune.search.space_family.Domain` whose ``requires`` resolve the
+constraints between decisions when they are sampled (a knob that only matters under another's
+value is sampled only then), and turns the values of its knobs into schedule primitives. The
+family (:class:`~autotune.search.space_cascade.CascadeFamily`) runs the rules in a fixed order on
+one schedule; the search records every value as a ``sample`` step before them.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ...analysis.chain import Cascade
+from ...schedule import Schedule
+from ..space_family import Domain, divisors
+from ..target import Target
+
+__all__ = ["Chain", "Nest", "Rule", "register_tiled", "tile_choices"]
+
+
+def tile_choices(rows: int, cap: int) -> list[int]:
+    """Divisors of ``rows`` and powers of two, both up to ``min(rows, cap)``."""
+    top = min(rows, cap)
+    powers = [1 << k for k in range(top.bit_length()) if 1 << k <= top]
+    return sorted({*(d for d in divisors(rows) if d <= top), *powers})
+
+
+@dataclass(frozen=True)
+class Chain:
+    """What the rules derive knobs from: the chain's analysis, the target, the pool names and the
+    largest row tile the space file allows."""
+
+    cascade: Cascade
+    target: Target
+    pools: tuple[str, ...]
+    max_tile: int
+
+    @property
+    def row_tiles(self) -> list[int]:
+        """The tile_rows choices: divisors of the rows and powers of two up to ``max_tile``."""
+        return tile_choices(self.cascade.rows, self.max_tile)
+
+
+@dataclass
+class Nest:
+    """The loops earlier rules made, that later rules act on."""
+
+    outer: tuple[str, ...] = ()
+    """The parallel parts' loop (with ``parallel: outer``) and the tile loop."""
+    inner: str = ""
+    """The rows of a tile."""
+    vector_loop: str = ""
+    """The last stage's innermost spatial loop (the one a vector mark goes on)."""
+    at: dict[str, str] = field(default_factory=dict)
+    """Where each movable stage is computed: ``tile`` or ``root``."""
+    copies: dict[str, list[str]] = field(default_factory=dict)
+    """Per stage, the padded copies that go to the tile loop with it."""
+
+
+class Rule(ABC):
+    """One job: the knobs it derives and the primitives their values become."""
+
+    patterns: ClassVar[tuple[str, ...]] = ()
+    """Glob keys a space file may use for this rule's per-stage knobs (``at_*``)."""
+
+    @abstractmethod
+    def domains(self, chain: Chain) -> list[Domain]:
+        """The rule's knobs for ``chain`` (none where it has nothing to decide)."""
+
+    @abstractmethod
+    def apply(
+        self, sch: Schedule, c: Cascade, values: Mapping[str, Any], nest: Nest, target: Target
+    ) -> Schedule:
+        """``sch`` with the rule's primitives for ``values`` (every knob's value); updates ``nest``
+        where it makes loops that later rules act on. ScheduleError where a primitive refuses."""
+
+
+def register_tiled(c: Cascade, values: Mapping[str, Any]) -> set[str]:
+    """The stages with a register tile under ``values`` (a tile over the rows needs at least two rows
+    in a tile: with one, ``regtile_<stage>`` is inactive)."""
+    return {
+        stage
+        for stage, _ in c.tileable
+        if values.get(f"regtile_{stage}", 0) and (stage not in c.row_tiled or values["tile_rows"] > 1)
+    }

@@ -1,0 +1,140 @@
+"""Where each intermediate is computed, how a tiled one keeps its overlapping rows, and padded copies."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ...analysis.chain import Cascade
+from ...analysis.stage_loops import _block
+from ...schedule import Schedule
+from ..space_family import Domain, choice_domain
+from ..target import Target
+from .base import Chain, Nest, Rule
+
+__all__ = ["Location", "Padding", "Window", "locations"]
+
+
+def locations(c: Cascade, values: Mapping[str, Any]) -> dict[str, str]:
+    """Where each movable stage is computed: ``at_<stage>``, except that a stage whose reader stays
+    at root stays at root too (its ``at_`` knob is inactive then, and holds its default)."""
+    readers = dict(c.consumers)
+    where: dict[str, str] = {}
+    for stage in reversed(c.movable):
+        at_tile = values[f"at_{stage}"] == "tile" and all(where[r] == "tile" for r in readers.get(stage, ()))
+        where[stage] = "tile" if at_tile else "root"
+    return where
+
+
+class Padding(Rule):
+    """For a stage that pads a read inline (a select on the bounds of the buffer it reads, as the
+    operator library writes a padded convolution or pool; every cascade stage with such a read):
+
+    - ``pad_<stage>`` inline | copy: keep the select in the stage's reduction, or compute a padded
+      copy of the buffer first (``hoist_padding``) and read it with plain loads;
+    - ``padat_<stage>`` tile | root: where the padded copy is computed: at the tile loop (a window
+      of the tile's rows and their halo, recomputed per tile) or whole, first. Conditional: only
+      with ``pad_<stage>`` copy, the stage at the tile loop, and every movable producer of the
+      padded buffer at root; otherwise the copy goes where it must (with the stage when the stage
+      is at root, at the tile loop when its producer is).
+
+    The copies are made here at root; :class:`Location` moves those that go to the tile loop.
+    """
+
+    patterns = ("pad_*", "padat_*")
+
+    def domains(self, chain: Chain) -> list[Domain]:
+        c = chain.cascade
+        out = []
+        for stage, _, producers in c.padded:
+            out.append(choice_domain(f"pad_{stage}", ("inline", "copy"), kind="layout"))
+            where = (
+                (f"pad_{stage}", ("copy",)),
+                *(((f"at_{stage}", ("tile",)),) if stage in c.movable else ()),
+                *((f"at_{p}", ("root",)) for p in producers),
+            )
+            out.append(choice_domain(f"padat_{stage}", ("tile", "root"), where, kind="location"))
+        return out
+
+    def apply(
+        self, sch: Schedule, c: Cascade, values: Mapping[str, Any], nest: Nest, target: Target
+    ) -> Schedule:
+        nest.at = locations(c, values)
+        for stage, buffers, producers in c.padded:
+            if values.get(f"pad_{stage}", "inline") != "copy":
+                continue
+            if nest.at.get(stage, "tile") == "root":
+                where = "root"
+            elif any(nest.at[p] == "tile" for p in producers):
+                where = "tile"
+            else:
+                where = values[f"padat_{stage}"]
+            for name in buffers:
+                reads = [r.buffer.name for r in _block(sch.func, stage).reads]
+                sch = sch.hoist_padding(stage, reads.index(name))
+                if where == "tile":
+                    nest.copies.setdefault(stage, []).append(sch.last[0])
+        return sch
+
+
+class Location(Rule):
+    """``at_<stage>`` tile | root: compute an intermediate stage at the tile loop, or whole at root.
+    Conditional: only while every movable stage that reads it is at the tile loop too (a reader at
+    root runs outside the loop, and compute_at would refuse); otherwise at root. The padded copies
+    that go to the tile loop (:class:`Padding`) go there with their stage."""
+
+    patterns = ("at_*",)
+
+    def domains(self, chain: Chain) -> list[Domain]:
+        c = chain.cascade
+        readers = dict(c.consumers)
+        return [
+            choice_domain(
+                f"at_{s}",
+                ("tile", "root"),
+                tuple((f"at_{r}", ("tile",)) for r in readers.get(s, ())),
+                kind="location",
+            )
+            for s in c.movable
+        ]
+
+    def apply(
+        self, sch: Schedule, c: Cascade, values: Mapping[str, Any], nest: Nest, target: Target
+    ) -> Schedule:
+        nest.at = nest.at or locations(c, values)
+        tile_loop = nest.outer[-1]
+        for pad in nest.copies.get(c.last, ()):
+            sch = sch.compute_at(pad, tile_loop)
+        for stage in reversed([s for s in c.movable if nest.at[s] == "tile"]):
+            sch = sch.compute_at(stage, tile_loop)
+            for pad in nest.copies.get(stage, ()):
+                sch = sch.compute_at(pad, tile_loop)
+        return sch
+
+
+class Window(Rule):
+    """``mode_<stage>`` recompute | rolling: for an intermediate at the tile loop whose rows overlap
+    from tile to tile (a later stage reads it through a window), recompute the overlapping rows in
+    every tile or keep them in a rolling buffer (``rolling_buffer``). Conditional: only at tile."""
+
+    patterns = ("mode_*",)
+
+    def domains(self, chain: Chain) -> list[Domain]:
+        c = chain.cascade
+        return [
+            choice_domain(
+                f"mode_{s}",
+                ("recompute", "rolling") if s in c.rollable else ("recompute",),
+                ((f"at_{s}", ("tile",)),),
+                kind="window",
+            )
+            for s in c.movable
+        ]
+
+    def apply(
+        self, sch: Schedule, c: Cascade, values: Mapping[str, Any], nest: Nest, target: Target
+    ) -> Schedule:
+        for stage in c.movable:
+            if nest.at[stage] == "tile" and values[f"mode_{stage}"] == "rolling":
+                sch = sch.rolling_buffer(stage, 0)
+        return sch
