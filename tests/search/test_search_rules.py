@@ -89,7 +89,7 @@ def _tiled(values: dict) -> tuple[Schedule, Nest, Cascade]:
 
 
 def test_row_tiles_split_the_last_stage_rows_into_parts_and_tiles() -> None:
-    sch, nest, c = _tiled({"tile_rows": 2, "parallel": "outer"})
+    sch, nest, _ = _tiled({"tile_rows": 2, "parallel": "outer"})
     assert _ops(sch) == ["split"] and dict(sch.trace[0].args)["factors"] == (2, None, 2)
     assert len(nest.outer) == 2 and nest.inner == sch.last[-1]
 
