@@ -10,6 +10,7 @@
     autotune run examples/small.yaml --output out/small   tune a config (see autotune.search.tuner)
     autotune report out/small                             summary; rebuild report.md and its plots
     autotune report out/small/trials.parquet              the summary of a trial table or log only
+    autotune train-cost-model out/a out/b --output m.json a ranking cost model from earlier runs' logs
 
 ``check`` lowers the default schedule (or one replayed from ``--trace``), plans
 memory in the pools, compiles, runs on seeded inputs, compares with the numpy
@@ -44,6 +45,7 @@ from .check import (
     parse_params,
 )
 from .common import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, EXIT_WRONG
+from .cost_model import add_cost_model_parser
 from .run import _add_run_parsers, cmd_report, cmd_run, resume_command
 
 __all__ = [
@@ -83,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--draw", metavar="PNG", help="also write a picture of the memory plan")
     p.set_defaults(run=cmd_check)
     _add_run_parsers(sub)
+    add_cost_model_parser(sub)
     for name, subparser in sub.choices.items():
         if name != "workloads":
             _add_verbosity(subparser, argparse.SUPPRESS)  # also after the command: autotune run X -q

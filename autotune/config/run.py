@@ -74,6 +74,9 @@ class SearchConfig:
     warm_start: Path | None = None
     """A ``best.json`` or ``trials.jsonl`` of an earlier run: its schedule (the best 4 ``ok`` trials of a
     log) is proposed first (``autotune.search.best.warm_start``)."""
+    pretrained: Path | None = None
+    """``cost_model: {kind: xgboost, pretrained: PATH}``: a model file (``autotune train-cost-model``)
+    that ranks from the first round; the run's trials then refine it."""
     strategy: str = "optuna"
     """What proposes the candidates (``autotune.search.strategies``): ``optuna`` (with ``sampler``),
     ``evolutionary`` (mutations of the fastest measured trials, ranked by the cost model) or
@@ -124,6 +127,8 @@ class RunConfig:
         for name, default in _OMITTED_AT_DEFAULT.items():  # added later: earlier fingerprints hold
             if search[name] == default:
                 del search[name]
+        if self.search.pretrained is not None:  # written as the config says it
+            search["cost_model"] = {"kind": search["cost_model"], "pretrained": str(search.pop("pretrained"))}
         return {
             "name": self.name,
             "workload": {**wl, "args": dict(self.workload.args)},
@@ -135,7 +140,7 @@ class RunConfig:
         }
 
 
-_OMITTED_AT_DEFAULT: dict[str, Any] = {"strategy": "optuna"}
+_OMITTED_AT_DEFAULT: dict[str, Any] = {"strategy": "optuna", "pretrained": None}
 """Search fields that :meth:`RunConfig.to_dict` leaves out at their default value: the config fields
 of a run (its fingerprint, which a resume checks) stay what they were before the field existed."""
 
@@ -316,6 +321,7 @@ def _search(doc: YamlDoc, raw: Any, base: Path) -> SearchConfig:
     )  # fmt: skip
     sec = Section(doc, ("search",), raw, fields, required=("space", "trials"))
     space = _space(doc, sec.text("space"), base)
+    cost_model, pretrained = _cost_model(doc, sec, base)
     batch = sec.integer("batch", 64)
     per_round = sec.integer("measure_per_round", 8)
     if per_round > batch:
@@ -324,7 +330,7 @@ def _search(doc: YamlDoc, raw: Any, base: Path) -> SearchConfig:
         space=space,
         trials=sec.integer("trials"),
         sampler=sec.choice("sampler", SAMPLERS, "tpe"),
-        cost_model=sec.choice("cost_model", COST_MODELS, "xgboost"),
+        cost_model=cost_model,
         seed=sec.integer("seed", 0, minimum=0, maximum=MAX_SEED),
         batch=batch,
         measure_per_round=per_round,
@@ -332,7 +338,28 @@ def _search(doc: YamlDoc, raw: Any, base: Path) -> SearchConfig:
         mutation=sec.number("mutation", 0.0, 0.0, 1.0),
         warm_start=_warm_start(sec, base),
         strategy=sec.choice("strategy", STRATEGIES, "optuna"),
+        pretrained=pretrained,
     )
+
+
+def _cost_model(doc: YamlDoc, sec: Section, base: Path) -> tuple[str, Path | None]:
+    """``search.cost_model``: a name, or ``{kind: xgboost, pretrained: PATH}`` (the file relative to
+    the config file; its contents are checked when the run loads it)."""
+    raw = sec.get("cost_model")
+    if not isinstance(raw, dict):
+        return sec.choice("cost_model", COST_MODELS, "xgboost"), None
+    where = ("search", "cost_model")
+    inner = Section(doc, where, raw, ("kind", "pretrained"), required=("kind",))
+    kind = inner.choice("kind", COST_MODELS, "xgboost")
+    text = inner.text("pretrained", optional=True)
+    if text is None:
+        return kind, None
+    if kind != "xgboost":
+        raise inner.error("kind", "a pretrained model file needs kind 'xgboost'", kind)
+    path = base / Path(str(text)).expanduser()
+    if not _is_file(path):
+        raise inner.error("pretrained", "expected a model file that `autotune train-cost-model` wrote", text)
+    return kind, path.resolve()
 
 
 def _warm_start(sec: Section, base: Path) -> Path | None:

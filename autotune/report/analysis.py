@@ -9,6 +9,11 @@
   knob's value (the correlation ratio, eta squared). It is descriptive, not causal: the sampler
   draws knobs together, so the shares of correlated knobs overlap and need not sum to 1, and a
   knob with few trials per value looks more important than it is (the count is shown).
+- :func:`cost_model_quality` scores the cost model on held-out trials: every ``ok`` trial's
+  ``predicted_ms`` was predicted before it was measured, by a model fitted on the earlier trials
+  only, so each prediction is of a trial the model had not seen. Spearman's rank correlation with
+  the measured medians, and top-k recall (the share of the k fastest trials that are among the k
+  predicted fastest; k a tenth of the trials, at least 1).
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["NOISE_THRESHOLD", "format_ms", "knob_importance", "latency_unit", "noise", "noisy"]
+__all__ = [
+    "NOISE_THRESHOLD", "cost_model_quality", "format_ms", "knob_importance", "latency_unit", "noise", "noisy",
+]  # fmt: skip
 
 NOISE_THRESHOLD = 0.5
 """An ``ok`` trial is noisy when ``(median - min) / median`` or ``IQR / median`` exceeds this."""
@@ -79,3 +86,22 @@ def knob_importance(df: pd.DataFrame) -> pd.DataFrame:
             )
     out = pd.DataFrame(rows, columns=["knob", "share", "values", "best"])
     return out.sort_values(["share", "knob"], ascending=[False, True], kind="stable").reset_index(drop=True)
+
+
+def cost_model_quality(df: pd.DataFrame) -> dict[str, float] | None:
+    """``{"trials", "spearman", "recall", "k"}`` over the ``ok`` trials with a prediction; None
+    when fewer than 3 have one (no model, or one that never predicted milliseconds)."""
+    from ..search.cost_model import spearman, top_k, top_k_recall
+
+    ok = df[(df["status"] == "ok") & df["predicted_ms"].notna() & df["median_ms"].notna()]
+    if len(ok) < 3:
+        return None
+    predicted = ok["predicted_ms"].astype(float).to_numpy()
+    measured = ok["median_ms"].astype(float).to_numpy()
+    k = top_k(len(ok))
+    return {
+        "trials": float(len(ok)),
+        "spearman": spearman(predicted, measured),
+        "recall": top_k_recall(predicted, measured, k),
+        "k": float(k),
+    }

@@ -11,6 +11,7 @@ run still in progress (then without the best schedule's sections).
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from ..files import write_atomic
 from ..lowering import lower
 from ..memory import Pool, draw, format_size
 from ..schedule import Schedule
-from .analysis import NOISE_THRESHOLD, format_ms, knob_importance, noisy
+from .analysis import NOISE_THRESHOLD, cost_model_quality, format_ms, knob_importance, noisy
 from .plots import plot_convergence, plot_pareto
 from .results import load_results, summary, write_tables
 
@@ -143,6 +144,23 @@ def _importance_lines(df: Any, top: int = 10) -> list[str]:
     return [*lines, ""]
 
 
+def _cost_model_lines(df: Any) -> list[str]:
+    quality = cost_model_quality(df)
+    if quality is None:
+        return []
+    rho = quality["spearman"]
+    return [
+        "## Cost model",
+        "",
+        f"On {int(quality['trials'])} held-out trials (each ok trial predicted before it was measured, by "
+        "the model fitted on the trials before it): Spearman rank correlation of predicted and measured "
+        f"latency {'-' if math.isnan(rho) else f'{rho:.2f}'}; top-{int(quality['k'])} recall "
+        f"{quality['recall']:.2f} (the share of the {int(quality['k'])} fastest trials that are among the "
+        f"{int(quality['k'])} predicted fastest).",
+        "",
+    ]
+
+
 def run_lines(run: dict[str, Any]) -> list[str]:
     """best.json's ``run`` as Markdown: when, on what machine, with which versions, which config."""
     host = run.get("machine", {})
@@ -180,6 +198,7 @@ def write_report(directory: str | os.PathLike[str]) -> Path:
     else:
         md += ["The run has not finished: there is no `best.json` yet.", ""]
     md += ["## Trials", "", "```text", summary(df), "```", "", *_noise_lines(df), *_importance_lines(df)]
+    md += _cost_model_lines(df)
     if best is not None:
         md += ["## Best schedule (trace)", "", "```json", trace_text(best["trace"]), "```", ""]
         md += ["Lowered IR: [best_ir.txt](best_ir.txt); kernel: [best_kernel.py](best_kernel.py).", ""]

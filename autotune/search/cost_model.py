@@ -1,33 +1,53 @@
-"""Cost models: predict a candidate's latency from its features, to choose what to measure.
+"""Cost models: rank candidates by their features, to choose what to measure.
 
 A :class:`CostModel` is fitted on the features (:mod:`autotune.search.features`)
-of the measured ``ok`` trials and their median latencies, and predicts the
-latency in milliseconds of unmeasured candidates. Until it has seen
-``min_samples`` trials (or when it does not rank at all, ``"none"``) it
+of the measured ``ok`` trials and their median latencies, and predicts a cost per
+unmeasured candidate, lower for a faster one. Until it is ready (fitted on
+``min_samples`` trials, or loaded from a pretrained file; never for ``"none"``) it
 predicts NaN: the tuner then picks candidates at random (seeded).
 
-Models are registered by name, so the YAML says ``cost_model: xgboost``::
+Models are registered by name, so the YAML says ``cost_model: xgboost`` (or
+``cost_model: {kind: xgboost, pretrained: model.json}``)::
 
     model = make_cost_model("xgboost", seed=0)
-    model.fit(X, latency_ms)
-    model.predict(X_new)          # ms; NaN everywhere until fitted on enough samples
+    model.fit(X, latency_ms)        # groups=: one id per row when rows come from several workloads
+    model.predict(X_new)            # ms once fitted on a run's trials; NaN until ready
 
-- ``"xgboost"`` (:class:`XGBoostModel`): gradient-boosted trees on ``log(ms)``,
-  100 trees of depth 4 on 32 histogram bins, one thread (about 0.1 s to fit
-  a few hundred trials); needs at least 4 trials.
+- ``"xgboost"`` (:class:`XGBoostModel`): gradient-boosted trees with a pairwise ranking
+  objective (``rank:pairwise``): it learns which of two candidates of one workload is faster,
+  from labels ``-log(ms / fastest ms of the workload)``, so latencies are normalised per workload
+  and a model trained on several workloads' logs ranks a new one's candidates. 100 trees of
+  depth 4 on 32 histogram bins, one thread; needs 4 trials. Its scores become milliseconds
+  through a line fitted to ``log(ms)`` over the training rows (:attr:`CostModel.predicts_ms`).
+  A ``pretrained`` model file (:func:`save_model`, written by ``autotune train-cost-model``) ranks
+  from the first round; the run's own trials then add trees to it.
 - ``"none"`` (:class:`NoModel`): no ranking; every sampled candidate is measured.
+
+:func:`spearman` and :func:`top_k_recall` say how well predictions order measured latencies
+(the report's "Cost model" section and the training command use them).
 """
 
 from __future__ import annotations
 
+import json
+import math
+import os
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
 from ..errors import ConfigError
 
-__all__ = ["COST_MODELS", "CostModel", "NoModel", "XGBoostModel", "make_cost_model", "register_cost_model"]
+__all__ = [
+    "COST_MODELS", "MODEL_FORMAT", "CostModel", "NoModel", "XGBoostModel", "load_model", "make_cost_model",
+    "register_cost_model", "save_model", "spearman", "top_k", "top_k_recall", "TOP_SHARE",
+]  # fmt: skip
+
+MODEL_FORMAT = "autotune-cost-model"
+"""The ``format`` field of a pretrained model file."""
 
 
 class CostModel(ABC):
@@ -41,12 +61,19 @@ class CostModel(ABC):
         self.seed = seed
 
     @abstractmethod
-    def fit(self, X: np.ndarray, y: np.ndarray) -> None:
-        """Fit on rows ``X`` (``n x features``) and latencies ``y`` (ms, > 0); replaces any earlier fit."""
+    def fit(self, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None = None) -> None:
+        """Fit on rows ``X`` (``n x features``) and latencies ``y`` (ms, > 0), compared only within
+        a group (``groups``: one workload id per row; None: one workload); replaces any earlier fit."""
 
     @abstractmethod
     def predict(self, X: np.ndarray) -> np.ndarray:
-        """Predicted latency (ms) per row of ``X``; NaN for every row while the model is not ready."""
+        """A cost per row of ``X``, lower for a faster candidate (ms when :attr:`predicts_ms`);
+        NaN for every row while the model is not ready."""
+
+    @property
+    def predicts_ms(self) -> bool:
+        """Whether :meth:`predict` gives milliseconds (else only an order)."""
+        return False
 
     @property
     @abstractmethod
@@ -65,12 +92,17 @@ def register_cost_model(cls: type[CostModel]) -> type[CostModel]:
     return cls
 
 
-def make_cost_model(name: str, seed: int = 0) -> CostModel:
-    """The cost model registered as ``name``, seeded."""
+def make_cost_model(name: str, seed: int = 0, pretrained: str | os.PathLike[str] | None = None) -> CostModel:
+    """The cost model registered as ``name``, seeded, starting from the ``pretrained`` model file
+    if given (ConfigError naming the file when it is not one, or was trained on other features)."""
     cls = COST_MODELS.get(name)
     if cls is None:
         raise ConfigError(f"unknown cost model {name!r}; known cost models: {', '.join(sorted(COST_MODELS))}")
-    return cls(seed=seed)
+    if pretrained is None:
+        return cls(seed=seed)
+    if cls is not XGBoostModel:
+        raise ConfigError(f"search.cost_model: a {name!r} model cannot start from a pretrained file")
+    return XGBoostModel(seed=seed, pretrained=pretrained)
 
 
 def _check_xy(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -90,7 +122,7 @@ class NoModel(CostModel):
     name = "none"
     ranks = False
 
-    def fit(self, X: np.ndarray, y: np.ndarray) -> None:
+    def fit(self, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None = None) -> None:
         _check_xy(X, y)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
@@ -103,17 +135,16 @@ class NoModel(CostModel):
 
 @register_cost_model
 class XGBoostModel(CostModel):
-    """Boosted trees on ``log(latency)``: 100 trees, depth 4, 32 bins, one thread, seeded.
+    """Boosted trees ranking candidates pairwise within a workload (see the module docstring).
 
-    It uses xgboost's native ``train``/``Booster`` API (what ``XGBRegressor``
-    wraps), which does not need scikit-learn.
+    It uses xgboost's native ``train``/``Booster`` API, which does not need scikit-learn.
     """
 
     name = "xgboost"
     min_samples = 4
     ROUNDS = 100
     PARAMS: ClassVar[dict[str, Any]] = {
-        "objective": "reg:squarederror",
+        "objective": "rank:pairwise",
         "max_depth": 4,
         "max_bin": 32,
         "eta": 0.1,
@@ -122,30 +153,162 @@ class XGBoostModel(CostModel):
         "verbosity": 0,
     }
 
-    def __init__(self, seed: int = 0) -> None:
+    def __init__(self, seed: int = 0, pretrained: str | os.PathLike[str] | None = None) -> None:
         super().__init__(seed)
+        self._base: Any = None if pretrained is None else load_model(pretrained)[0]
         self._model: Any = None
+        self._line: tuple[float, float] | None = None  # log(ms) = a + b * score on the run's rows
 
-    def fit(self, X: np.ndarray, y: np.ndarray) -> None:
+    def fit(self, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None = None) -> None:
         X, y = _check_xy(X, y)
-        self._model = None
+        self._model, self._line = None, None
         if len(y) < self.min_samples:
             return
         import xgboost
 
-        data = xgboost.DMatrix(X, label=np.log(y), nthread=1)
-        self._model = xgboost.train({**self.PARAMS, "seed": self.seed}, data, num_boost_round=self.ROUNDS)
+        g = np.zeros(len(y), dtype=np.int64) if groups is None else np.asarray(groups)
+        if g.shape != y.shape:
+            raise ValueError(f"cost model: expected one group per row, got {g.shape} for {y.shape}")
+        _, qid = np.unique(g, return_inverse=True)
+        order = np.argsort(qid, kind="stable")  # xgboost wants each query's rows together
+        best = np.array([y[qid == q].min() for q in range(qid.max() + 1)])
+        label = -np.log(y / best[qid])
+        data = xgboost.DMatrix(X[order], label=label[order], qid=qid[order], nthread=1)
+        params = {**self.PARAMS, "seed": self.seed}
+        self._model = xgboost.train(params, data, num_boost_round=self.ROUNDS, xgb_model=self._base)
+        if groups is None or len(set(g.tolist())) == 1:
+            score = self._scores(X)
+            if np.ptp(score) > 0:
+                slope, intercept = np.polyfit(score, np.log(y), 1)
+                if slope < 0:  # a higher score is faster: only then does the line keep the order
+                    self._line = (float(intercept), float(slope))
+
+    def _scores(self, X: np.ndarray) -> np.ndarray:
+        import xgboost
+
+        booster = self._model if self._model is not None else self._base
+        return np.asarray(booster.predict(xgboost.DMatrix(X, nthread=1)), dtype=np.float64)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         X = np.asarray(X, dtype=np.float64)
-        if self._model is None:
+        if not self.ready:
             return np.full(len(X), np.nan)
         if len(X) == 0:
             return np.zeros(0)
-        import xgboost
-
-        return np.exp(self._model.predict(xgboost.DMatrix(X, nthread=1)).astype(np.float64))
+        score = self._scores(X)
+        if self._line is None:
+            return np.exp(-np.clip(score, -50.0, 50.0))  # an order, not milliseconds
+        a, b = self._line
+        return np.exp(np.clip(a + b * score, -50.0, 50.0))
 
     @property
     def ready(self) -> bool:
-        return self._model is not None
+        return self._model is not None or self._base is not None
+
+    @property
+    def predicts_ms(self) -> bool:
+        return self._line is not None and self._model is not None
+
+    @property
+    def booster(self) -> Any:
+        """The fitted xgboost Booster (None before a fit)."""
+        return self._model
+
+
+# ---------------------------------------------------------------- model files
+
+
+def save_model(model: XGBoostModel, path: str | os.PathLike[str], meta: Mapping[str, Any]) -> Path:
+    """Write a fitted model and what it was trained on (``meta``) as one JSON file."""
+    from ..files import write_atomic
+    from .features import FEATURE_NAMES
+
+    if model.booster is None:
+        raise ValueError("save_model: the model is not fitted")
+    doc = {
+        "format": MODEL_FORMAT,
+        "version": 1,
+        "kind": model.name,
+        "objective": model.PARAMS["objective"],
+        "features": list(FEATURE_NAMES),
+        **dict(meta),
+        "booster": json.loads(bytes(model.booster.save_raw("json"))),
+    }
+    return write_atomic(Path(path), json.dumps(doc) + "\n")
+
+
+def load_model(path: str | os.PathLike[str]) -> tuple[Any, dict[str, Any]]:
+    """The Booster of a model file and its other fields; ConfigError naming the file and what is wrong."""
+    import xgboost
+
+    from .features import FEATURE_NAMES
+
+    where = f"{path}: search.cost_model.pretrained"
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{where}: cannot read it as a cost model file ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("format") != MODEL_FORMAT or "booster" not in doc:
+        raise ConfigError(f"{where}: expected a model file that `autotune train-cost-model` wrote")
+    if doc.get("features") != list(FEATURE_NAMES):
+        given = doc.get("features")
+        theirs: list[Any] = given if isinstance(given, list) else []
+        missing = [n for n in FEATURE_NAMES if n not in theirs]
+        raise ConfigError(
+            f"{where}: the model was trained on other features (missing {missing or 'none'}, "
+            f"{len(theirs)} vs {len(FEATURE_NAMES)}); train it again with `autotune train-cost-model`"
+        )
+    booster = xgboost.Booster()
+    booster.load_model(bytearray(json.dumps(doc["booster"]).encode()))
+    return booster, {k: v for k, v in doc.items() if k != "booster"}
+
+
+# ---------------------------------------------------------------- how well a model ranks
+
+TOP_SHARE = 0.1
+"""Top-k recall looks at the fastest tenth of the trials scored (at least one)."""
+
+
+def top_k(n: int) -> int:
+    """``k`` for ``n`` trials: :data:`TOP_SHARE` of them, at least 1."""
+    return max(1, math.ceil(TOP_SHARE * n))
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks from 1, ties sharing their mean rank."""
+    order = np.argsort(x, kind="stable")
+    ranks = np.empty(len(x), dtype=np.float64)
+    ranks[order] = np.arange(1, len(x) + 1)
+    for value in np.unique(x):
+        tied = x == value
+        if tied.sum() > 1:
+            ranks[tied] = ranks[tied].mean()
+    return ranks
+
+
+def spearman(predicted: Sequence[float] | np.ndarray, measured: Sequence[float] | np.ndarray) -> float:
+    """Spearman's rank correlation (ties at their mean rank); NaN for fewer than 3 pairs or a
+    constant side."""
+    p, m = np.asarray(predicted, dtype=np.float64), np.asarray(measured, dtype=np.float64)
+    if len(p) != len(m):
+        raise ValueError(f"spearman: {len(p)} predictions for {len(m)} measurements")
+    if len(p) < 3:
+        return float("nan")
+    rp, rm = _ranks(p), _ranks(m)
+    if np.ptp(rp) == 0 or np.ptp(rm) == 0:
+        return float("nan")
+    return float(np.corrcoef(rp, rm)[0, 1])
+
+
+def top_k_recall(
+    predicted: Sequence[float] | np.ndarray, measured: Sequence[float] | np.ndarray, k: int
+) -> float:
+    """The share of the ``k`` fastest measured that are among the ``k`` lowest predicted (ties by
+    position); NaN without data."""
+    p, m = np.asarray(predicted, dtype=np.float64), np.asarray(measured, dtype=np.float64)
+    k = min(k, len(p))
+    if k <= 0:
+        return float("nan")
+    top_p = set(np.argsort(p, kind="stable")[:k].tolist())
+    top_m = set(np.argsort(m, kind="stable")[:k].tolist())
+    return len(top_p & top_m) / k

@@ -12,6 +12,12 @@ the tree, no compile)::
     lowered = lower(sch.func, pools=pools)
     x = features(lowered.func, lowered.plan, original=workload.func)
     x["halo_max"]        # 1.5: the intermediate is computed 1.5 times over
+
+Bytes per cache level: each access's reuse distance is the footprint (bytes) of one iteration of
+the innermost loop around it that does not index it (the data the nest touches between two uses
+of the same element); its bytes are charged to the first cache level of ``target`` that holds that
+distance, or to memory when no loop carries reuse. Vector lanes used compare a vectorised
+innermost loop's trip count with the target's lanes for the stored dtype.
 """
 
 from __future__ import annotations
@@ -25,8 +31,11 @@ from .. import ir
 from ..analysis import Interval, eval_interval, sum_form
 from ..memory import MemoryPlan
 from ..memory.lowering import in_registers
+from .features_estimate import probability as _probability
+from .features_estimate import trip as _trip
+from .target import Target
 
-__all__ = ["FEATURE_NAMES", "L1_BYTES", "L2_BYTES", "feature_vector", "features"]
+__all__ = ["FEATURE_NAMES", "L1_BYTES", "L2_BYTES", "L3_BYTES", "feature_vector", "features"]
 
 L1_BYTES = 48 << 10
 L2_BYTES = 2 << 20
@@ -45,7 +54,13 @@ FEATURE_NAMES: tuple[str, ...] = (
     "n_allocations", "n_banked", "largest_inter_l1", "largest_inter_l2", "largest_fits_l1",
     "largest_fits_l2", "halo_max", "halo_mean", "intensity_param", "intensity_access",
     "log2_workspace_peak", "n_pools_used", "parallel",
+    # bytes by the cache level that serves them, vector lanes, parallel and unrolled work, reductions
+    "log2_bytes_l1", "log2_bytes_l2", "log2_bytes_l3", "log2_bytes_mem", "log2_reuse_distance",
+    "vector_lanes_used", "log2_parallel_extent", "parallel_frac", "log2_unrolled_work", "inner_reduction_frac",
 )  # fmt: skip
+L3_BYTES = 32 << 20
+"""Cache sizes used when the target does not know its own (0 in :class:`~autotune.search.target.Target`)."""
+VECTOR_BITS = 256
 
 _OPS = (ir.Add, ir.Sub, ir.Mul, ir.Div, ir.FloorDiv, ir.FloorMod, ir.Min, ir.Max, ir.Select, ir.Call)
 
@@ -178,57 +193,6 @@ def _children(e: ir.Expr) -> Iterator[ir.Expr]:
         yield e.a
 
 
-def _trip(s: ir.For, bounds: dict[ir.Var, Interval]) -> tuple[float, bool]:
-    """``(mean trip count, whether it is a constant)`` of loop ``s``."""
-    value = ir.as_int(s.extent)
-    if value is not None:
-        return float(max(value, 0)), True
-    return max(_mean(s.extent, bounds), 0.0), False
-
-
-def _mean(e: ir.Expr, bounds: dict[ir.Var, Interval]) -> float:
-    """The mean of an integer expression over uniform loop variables (an estimate)."""
-    iv = eval_interval(e, bounds)
-    if iv.is_point:
-        return float(iv.lo)  # type: ignore[arg-type]
-    if isinstance(e, ir.Select):
-        p = _probability(e.cond, bounds)
-        return p * _mean(e.true_value, bounds) + (1.0 - p) * _mean(e.false_value, bounds)
-    if isinstance(e, (ir.Add, ir.Sub)):
-        a, b = _mean(e.a, bounds), _mean(e.b, bounds)
-        return a + b if isinstance(e, ir.Add) else a - b
-    if isinstance(e, ir.Mul) and ir.as_int(e.b) is not None:
-        return _mean(e.a, bounds) * ir.as_int(e.b)  # type: ignore[operator]
-    if iv.lo is not None and iv.hi is not None:
-        return (iv.lo + iv.hi) / 2.0
-    return float(iv.lo if iv.lo is not None and iv.lo > 0 else 1)
-
-
-def _probability(cond: ir.Expr, bounds: dict[ir.Var, Interval]) -> float:
-    """How often ``cond`` holds if every loop variable were uniform in its range (an estimate)."""
-    if isinstance(cond, ir.And):
-        return _probability(cond.a, bounds) * _probability(cond.b, bounds)
-    if isinstance(cond, ir.Or):
-        return min(1.0, _probability(cond.a, bounds) + _probability(cond.b, bounds))
-    if isinstance(cond, ir.Not):
-        return 1.0 - _probability(cond.a, bounds)
-    if not isinstance(cond, ir.CmpOp) or sum_form(cond.a) is None:
-        return 1.0
-    diff = eval_interval(ir.Sub(cond.a, cond.b), bounds)
-    if diff.lo is None or diff.hi is None:
-        return 0.5 if isinstance(cond, ir.EQ) else 1.0
-    n = diff.hi - diff.lo + 1
-    count = {
-        ir.LT: -diff.lo,
-        ir.LE: 1 - diff.lo,
-        ir.GT: diff.hi,
-        ir.GE: diff.hi + 1,
-        ir.EQ: 1 if diff.lo <= 0 <= diff.hi else 0,
-        ir.NE: n - (1 if diff.lo <= 0 <= diff.hi else 0),
-    }.get(type(cond), n)
-    return min(max(count / n, 0.0), 1.0)
-
-
 def _log2(x: float) -> float:
     return math.log2(1.0 + max(x, 0.0))
 
@@ -290,12 +254,71 @@ def _alloc_bytes(a: ir.Allocate) -> int:
     return prod(ir.as_int(e) or 1 for e in a.extents) * ir.dtype_bytes(a.dtype)
 
 
-def features(lowered_func: ir.Func, plan: MemoryPlan, original: ir.Func | None = None) -> dict[str, float]:
+def _reuse_distance(a: _Access, nest: Sequence[_Access]) -> float | None:
+    """Bytes touched by one iteration of the innermost loop around ``a`` that does not index it
+    (None: every loop indexes it, no reuse). A loop nest's accesses under that loop each touch the
+    product of the trips of their deeper loops that index them."""
+    carrier = next((i for i in range(len(a.loops) - 1, -1, -1) if a.loops[i].var not in a.index_vars), None)
+    if carrier is None:
+        return None
+    var = a.loops[carrier].var
+    total = 0.0
+    for b in nest:
+        if len(b.loops) > carrier and b.loops[carrier].var is var:
+            inner = b.loops[carrier + 1 :]
+            total += prod(lp.trip for lp in inner if lp.var in b.index_vars) * ir.dtype_bytes(b.buffer.dtype)
+    return total
+
+
+def _memory_levels(acc: Sequence[_Access], caches: tuple[int, int, int]) -> dict[str, float]:
+    """Bytes served by L1, L2, L3 and memory, and the mean log2 reuse distance (weighted by bytes)."""
+    nests: dict[int, list[_Access]] = {}
+    for a in acc:
+        nests.setdefault(id(a.loops[0].var) if a.loops else 0, []).append(a)
+    levels = [0.0, 0.0, 0.0, 0.0]
+    log_dist = weight = 0.0
+    for a in acc:
+        nbytes = a.iters * ir.dtype_bytes(a.buffer.dtype)
+        dist = _reuse_distance(a, nests[id(a.loops[0].var) if a.loops else 0])
+        level = 3 if dist is None else next((i for i, c in enumerate(caches) if dist <= c), 3)
+        levels[level] += nbytes
+        if dist is not None:
+            log_dist += nbytes * _log2(dist)
+            weight += nbytes
+    names = ("log2_bytes_l1", "log2_bytes_l2", "log2_bytes_l3", "log2_bytes_mem")
+    return {
+        **{n: _log2(v) for n, v in zip(names, levels)},
+        "log2_reuse_distance": log_dist / weight if weight else 0.0,
+    }
+
+
+def _work(stores: Sequence[_Access], vector_bits: int) -> dict[str, float]:
+    """Vector lanes used, parallel extent and share, unrolled work and innermost reductions."""
+    inner = [a for a in stores if a.loops]
+    vec = [a for a in inner if a.loops[-1].kind == ir.ForKind.VECTORIZED]
+    lanes = [max(vector_bits // (8 * ir.dtype_bytes(a.buffer.dtype)), 1) for a in vec]
+    parallel = [lp.trip for a in inner for lp in a.loops if lp.kind == ir.ForKind.PARALLEL]
+    unrolled = [prod(lp.trip for lp in a.loops if lp.kind == ir.ForKind.UNROLLED) for a in inner]
+    return {
+        "vector_lanes_used": _weighted(vec, [min(a.loops[-1].trip / n, 1.0) for a, n in zip(vec, lanes)]),
+        "log2_parallel_extent": _log2(max(parallel, default=0.0)),
+        "parallel_frac": _weighted(
+            inner, [float(any(lp.kind == ir.ForKind.PARALLEL for lp in a.loops)) for a in inner]
+        ),
+        "log2_unrolled_work": _weighted(inner, [_log2(u) for u in unrolled]),
+        "inner_reduction_frac": _weighted(inner, [float(a.loops[-1].var not in a.index_vars) for a in inner]),
+    }
+
+
+def features(
+    lowered_func: ir.Func, plan: MemoryPlan, original: ir.Func | None = None, target: Target | None = None
+) -> dict[str, float]:
     """The features of a lowered function and its memory plan, keyed and ordered by ``FEATURE_NAMES``.
 
     ``original`` (the unscheduled function) gives the intermediates' logical
     sizes for the halo recompute ratio; without it they are compared with
-    their allocations.
+    their allocations. ``target`` gives the cache sizes and the vector width (without it, or
+    where it records 0: :data:`L1_BYTES`, :data:`L2_BYTES`, :data:`L3_BYTES`, :data:`VECTOR_BITS`).
     """
     walk = _Walk()
     walk.stmt(lowered_func.body, (), 1.0, False)
@@ -352,6 +375,13 @@ def features(lowered_func: ir.Func, plan: MemoryPlan, original: ir.Func | None =
         "n_pools_used": sum(peak > 0 for peak in plan.pool_peaks.values()),
         "parallel": float(k.get(ir.ForKind.PARALLEL, 0) > 0),
     }
+    caches = (
+        (target and target.l1d_bytes) or L1_BYTES,
+        (target and target.l2_bytes) or L2_BYTES,
+        (target and target.l3_bytes) or L3_BYTES,
+    )
+    values.update(_memory_levels(acc, caches))
+    values.update(_work(stores, (target and target.vector_bits) or VECTOR_BITS))
     return {name: float(values[name]) for name in FEATURE_NAMES}
 
 

@@ -153,7 +153,8 @@ class _Search:
 
     def _row(self, lowering: cand.Lowering) -> list[float]:
         assert lowering.lowered is not None
-        values = features(lowering.lowered.func, lowering.lowered.plan, original=self.wl.func)
+        lowered = lowering.lowered
+        values = features(lowered.func, lowered.plan, original=self.wl.func, target=self.space.target)
         return feature_vector(values)
 
     def _remember(self, record: TrialRecord, row: list[float] | None) -> None:
@@ -295,7 +296,8 @@ class _Search:
             predicted = self.model.predict(_matrix([c.row for c in feasible]))
         rng = np.random.default_rng([s.seed, self.round])
         chosen = [feasible[i] for i in cand.choose(predicted, n, s.epsilon, rng)]
-        guess = {c.key: float(p) for c, p in zip(feasible, predicted) if np.isfinite(p)}
+        ms = self.model.predicts_ms  # else the predictions are an order only: not recorded
+        guess = {c.key: float(p) for c, p in zip(feasible, predicted) if ms and np.isfinite(p)}
         numbers = [self._number() for _ in chosen]
         tasks = [cand.make_task(self.cfg, c.trace) for c in chosen]
         for index, result, node in self.clock.iterate(self.executor.run(tasks)):
@@ -350,7 +352,7 @@ def tune(
     # some schedule must fit: infeasible trials do not use the budget, so none fitting would never end
     check_fits(space, wl, mem.pools, mem.planner, cfg.search.seed, mem.peak_limit)
     warm = [] if cfg.search.warm_start is None else warm_start(cfg.search.warm_start, space)
-    model = make_cost_model(cfg.search.cost_model, cfg.search.seed)
+    model = make_cost_model(cfg.search.cost_model, cfg.search.seed, cfg.search.pretrained)
     # the output directory is made once the checks pass, and before a cluster is started: an unusable
     # one is refused at once (a run that fails before its first trial removes what it made)
     log_path = log_path_for(output, resume)
