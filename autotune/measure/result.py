@@ -8,12 +8,17 @@ from typing import Any
 
 from ..errors import MeasureError
 
-__all__ = ["STATUSES", "MeasureResult"]
+__all__ = ["STATUSES", "TIMED_STATUSES", "MeasureResult"]
 
-STATUSES = ("ok", "wrong", "crashed", "timeout", "error")
-"""``ok``: correct and timed; ``wrong``: differs from the reference (not timed);
+STATUSES = ("ok", "cutoff", "wrong", "crashed", "timeout", "error")
+"""``ok``: correct and timed; ``cutoff``: correct, and its first timed run was slower than the
+task's ``cutoff_ms``, so it was timed that once (its figures are that run; the reason in ``error``;
+never ``ok``, so never a best); ``wrong``: differs from the reference (not timed);
 ``crashed``: the worker process died (exit code in ``error``); ``timeout``: it
 did not finish in time; ``error``: the kernel could not be built (reason in ``error``)."""
+
+TIMED_STATUSES = ("ok", "cutoff")
+"""The statuses whose results carry times."""
 
 _TIMES = ("median_ms", "min_ms", "iqr_ms")
 
@@ -33,11 +38,13 @@ def _check_number(name: str, value: Any, allow_none: bool = True, allow_nan: boo
 class MeasureResult:
     """What measuring one kernel gave.
 
-    Times are milliseconds over ``repeats`` timed runs (None unless ``ok``);
-    ``max_abs_err`` is the largest ``|output - reference|`` (None if not checked,
-    NaN if an output held NaN); ``compile_s`` is the build's compile time;
+    Times are milliseconds over ``repeats`` timed runs (None unless ``ok`` or ``cutoff``; a
+    ``cutoff`` result has one run); ``max_abs_err`` is the largest ``|output - reference|`` (None
+    if not checked, NaN if an output held NaN); ``compile_s`` is the build's compile time;
     ``workspace_bytes`` the bytes reserved for allocations; ``error`` the reason
-    and traceback text of a failure ("" when ``ok``).
+    and traceback text of a failure, or why a ``cutoff`` result stopped ("" when ``ok``);
+    ``retimed`` is True for an ``ok`` result whose first timing was noisy and that was timed a
+    second time (its figures are those of the less noisy timing).
     """
 
     status: str
@@ -49,6 +56,7 @@ class MeasureResult:
     compile_s: float | None = None
     workspace_bytes: int | None = None
     error: str = ""
+    retimed: bool = False
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -73,15 +81,22 @@ class MeasureResult:
 
     def _check_status(self) -> None:
         timed = [getattr(self, name) is not None for name in _TIMES]
-        if self.status == "ok":
+        if not isinstance(self.retimed, bool):
+            raise MeasureError(f"MeasureResult: retimed must be a bool, got {self.retimed!r}")
+        if self.retimed and self.status != "ok":
+            raise MeasureError(f"MeasureResult: a {self.status!r} result is not retimed")
+        if self.status in TIMED_STATUSES:
             if not all(timed) or self.repeats < 1:
+                article = "an" if self.status == "ok" else "a"
                 raise MeasureError(
-                    "MeasureResult: an 'ok' result needs median_ms, min_ms, iqr_ms and repeats >= 1"
+                    f"MeasureResult: {article} {self.status!r} result needs median_ms, min_ms, iqr_ms and repeats >= 1"
                 )
             if self.min_ms > self.median_ms:  # type: ignore[operator]
                 raise MeasureError(f"MeasureResult: min_ms {self.min_ms} exceeds median_ms {self.median_ms}")
-            if self.error:
+            if self.status == "ok" and self.error:
                 raise MeasureError("MeasureResult: an 'ok' result carries no error text")
+            if self.status == "cutoff" and not self.error:
+                raise MeasureError("MeasureResult: a 'cutoff' result needs the reason in error")
             return
         if any(timed) or self.repeats:
             raise MeasureError(f"MeasureResult: a {self.status!r} result is not timed")

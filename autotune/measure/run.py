@@ -21,7 +21,7 @@ from ..memory import MemoryPlan
 from ..workloads.arrays import aligned_full
 from .check import compare
 from .result import MeasureResult
-from .timing import cpu_lock, time_kernel, timing_section
+from .timing import check_optional_positive, cpu_lock, time_candidate, timing_section
 
 __all__ = ["Reference", "empty_outputs", "measure", "reference_outputs"]
 
@@ -69,6 +69,9 @@ def measure(
     check: bool = True,
     cache_dir: str | None = None,
     lock_timing: bool = True,
+    cutoff_ms: float | None = None,
+    retime_noise: float | None = None,
+    time_budget_s: float | None = None,
 ) -> MeasureResult:
     """Build ``func_lowered``, run it once on ``inputs``, compare with the reference, time it.
 
@@ -76,6 +79,12 @@ def measure(
     with the reason; outputs that differ from the reference give ``wrong`` (not
     timed); otherwise ``ok`` with the median, min and IQR of ``repeats`` runs
     after ``warmup``. With ``check=False`` the reference is not consulted.
+    With ``cutoff_ms``, a kernel whose first timed run is slower than it is timed that once and
+    gets status ``cutoff`` (it has been checked all the same). With ``retime_noise``, an ``ok``
+    timing whose :func:`~autotune.measure.timing.noise` exceeds it is timed again at once, under
+    the same locks (:func:`~autotune.measure.timing.time_candidate`), and the result, marked
+    ``retimed``, has the figures of the less noisy of the two timings; with ``time_budget_s``
+    (the seconds the warm-up and timed runs may take) only when both timings fit in it.
     ``lock_timing`` takes the machine's locks (:mod:`autotune.measure.timing`):
     the cpu lock shared while building, compiling, running once and checking;
     then, for the warm-up and timed runs only, the timing lock and, when the
@@ -83,14 +92,22 @@ def measure(
     takes neither lock. Crashes and timeouts need a separate process: see
     :func:`measure_in_subprocess`.
     """
+    check_optional_positive("measure", "cutoff_ms", cutoff_ms)
+    check_optional_positive("measure", "retime_noise", retime_noise)
     with cpu_lock("shared", lock_timing):
         prepared = _prepare(func_lowered, workload_or_reference, inputs, plan, check, cache_dir)
     if isinstance(prepared, MeasureResult):
         return prepared
     run = _runner(prepared.kernel, prepared.args)
     with timing_section(prepared.kernel.parallel, lock_timing):
-        median, low, iqr = time_kernel(run, warmup, repeats)
-    return MeasureResult("ok", prepared.max_abs_err, median, low, iqr, repeats, **prepared.fields)
+        timing = time_candidate(run, warmup, repeats, cutoff_ms, retime_noise, time_budget_s)
+    figures = (prepared.max_abs_err, timing.median_ms, timing.min_ms, timing.iqr_ms, timing.runs)
+    if timing.stopped:
+        reason = (
+            f"first timed run {timing.median_ms:.4g} ms over the cutoff {cutoff_ms:g} ms; timed no further"
+        )
+        return MeasureResult("cutoff", *figures, error=reason, **prepared.fields)
+    return MeasureResult("ok", *figures, retimed=timing.retimed, **prepared.fields)
 
 
 @dataclass(frozen=True)

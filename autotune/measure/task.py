@@ -21,9 +21,10 @@ import difflib
 import hashlib
 import importlib.util
 import inspect
+import json
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -37,10 +38,16 @@ from ..schedule import Schedule
 from ..workloads import Chain, Workload, get, intermediate_bytes
 from .result import MeasureResult
 from .run import measure, reference_outputs
+from .timing import check_optional_positive
 
 __all__ = [
-    "MeasureTask", "check_reference", "load_workload", "load_workload_file", "remeasure_tasks", "run_task",
+    "RETIME_NOISE", "MeasureTask", "check_reference", "load_workload", "load_workload_file", "remeasure_tasks", "run_task",
 ]  # fmt: skip
+
+
+RETIME_NOISE = 0.5
+"""The default ``MeasureTask.retime_noise``: a timing whose runs spread more than half its median
+is timed again."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,20 @@ class MeasureTask:
     on one machine compile side by side under the shared cpu lock but time one
     at a time under the timing lock, and a kernel with a parallel loop times
     only while nobody compiles. ``False`` takes neither.
+
+    ``cutoff_ms`` (None: every candidate is timed in full) lets a clearly slow candidate stop
+    early. When set, in milliseconds, the candidate is built, run once and checked against the
+    reference as always; then, after the warm-up, its first timed run is compared with
+    ``cutoff_ms``: if the run took longer, timing stops there and the result has status
+    ``cutoff``, with that one run as its figures (``repeats`` 1) and the reason in ``error``. A
+    ``cutoff`` result is never ``ok``: it is never re-measured at the end of a run nor chosen as
+    the best. A search sets it to a few times the best median measured so far (a candidate slower
+    than that is not worth its repeats); :func:`remeasure_tasks` ignores it.
+
+    ``retime_noise``: an ``ok`` timing whose spread over its median
+    (:func:`~autotune.measure.timing.noise`) exceeds it is timed a second time at once, if both
+    timings fit in ``timeout``, and the result is marked ``retimed`` (None: never re-timed). The
+    default, 0.5, is the threshold above which the report calls a trial noisy.
     """
 
     workload: str
@@ -72,6 +93,8 @@ class MeasureTask:
     seed: int = 0
     timeout: float = 30.0
     lock_timing: bool = True
+    cutoff_ms: float | None = None
+    retime_noise: float | None = RETIME_NOISE
 
     def __post_init__(self) -> None:
         if not isinstance(self.trace, str):
@@ -94,6 +117,18 @@ class MeasureTask:
             raise MeasureError(
                 f"MeasureTask: timeout must be a positive number of seconds, got {self.timeout!r}"
             )
+        check_optional_positive("MeasureTask", "cutoff_ms", self.cutoff_ms)
+        check_optional_positive("MeasureTask", "retime_noise", self.retime_noise)
+
+    @property
+    def parallel(self) -> bool:
+        """Whether the trace has a ``parallel`` step: the kernel then runs a loop on numba's threads,
+        one per usable core of the machine that measures it. False for a trace that is not JSON."""
+        try:
+            steps = json.loads(self.trace).get("steps", [])
+        except (ValueError, AttributeError):
+            return False
+        return any(isinstance(s, dict) and s.get("op") == "parallel" for s in steps)
 
 
 @dataclass(frozen=True)
@@ -296,6 +331,9 @@ def _measure_lowered(task: MeasureTask, prepared: _Prepared, lowered: Lowered) -
         repeats=task.repeats,
         check=task.check,
         lock_timing=task.lock_timing,
+        cutoff_ms=task.cutoff_ms,
+        retime_noise=task.retime_noise,
+        time_budget_s=task.timeout,
     )
 
 
@@ -321,9 +359,11 @@ def remeasure_tasks(tasks: Sequence[MeasureTask], rounds: int) -> list[list[Meas
     Each task is lowered and compiled once (later rounds reuse the compiled
     kernel) and checked in every round. ``result[i]`` holds task ``i``'s
     results; a task that cannot be lowered gets ``rounds`` copies of its error.
+    Every task is timed in full: ``cutoff_ms`` is ignored.
     """
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise MeasureError(f"remeasure: rounds must be an int >= 1, got {rounds!r}")
+    tasks = [replace(task, cutoff_ms=None) for task in tasks]
     prepared: list[tuple[_Prepared, Lowered | MeasureResult]] = []
     for task in tasks:
         inputs = _prepare(task)

@@ -43,13 +43,14 @@ kills it.
 from __future__ import annotations
 
 import fcntl
+import math
 import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 
@@ -57,10 +58,16 @@ from ..errors import MeasureError
 
 __all__ = [
     "LockMode",
+    "Timing",
+    "check_optional_positive",
     "cpu_lock",
     "cpu_lock_path",
     "lock_path",
+    "noise",
+    "summarise",
+    "time_candidate",
     "time_kernel",
+    "time_runs",
     "timing_lock",
     "timing_section",
 ]
@@ -152,17 +159,32 @@ def timing_section(
         yield
 
 
-def time_kernel(fn: Callable[[], object], warmup: int = 2, repeats: int = 10) -> tuple[float, float, float]:
-    """Run ``fn`` ``warmup`` times untimed, then ``repeats`` times timed.
+def check_optional_positive(who: str, name: str, value: object) -> None:
+    """Raise MeasureError naming ``who`` and ``name`` unless ``value`` is None or a finite number > 0."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise MeasureError(f"{who}: {name} must be None or a finite number > 0, got {value!r}")
 
-    Returns ``(median, min, iqr)`` in milliseconds (``iqr`` = 75th - 25th
-    percentile), each run timed by itself with ``time.perf_counter_ns``. It
-    takes no lock: callers that share a machine wrap it in :func:`timing_section`.
-    """
+
+def _check_counts(who: str, warmup: int, repeats: int) -> None:
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-        raise MeasureError(f"time_kernel: warmup must be an int >= 0, got {warmup!r}")
+        raise MeasureError(f"{who}: warmup must be an int >= 0, got {warmup!r}")
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise MeasureError(f"time_kernel: repeats must be an int >= 1, got {repeats!r}")
+        raise MeasureError(f"{who}: repeats must be an int >= 1, got {repeats!r}")
+
+
+def time_runs(
+    fn: Callable[[], object], warmup: int = 2, repeats: int = 10, cutoff_ms: float | None = None
+) -> tuple[np.ndarray, bool]:
+    """Run ``fn`` ``warmup`` times untimed, then up to ``repeats`` times timed.
+
+    Returns the timed runs in milliseconds (each timed by itself with ``time.perf_counter_ns``) and
+    whether the cutoff stopped them: with ``cutoff_ms``, a first timed run longer than it ends
+    the timing after that run (one sample, ``True``). It takes no lock.
+    """
+    _check_counts("time_runs", warmup, repeats)
+    check_optional_positive("time_runs", "cutoff_ms", cutoff_ms)
     for _ in range(warmup):
         fn()
     samples = np.empty(repeats, dtype=np.float64)
@@ -171,6 +193,69 @@ def time_kernel(fn: Callable[[], object], warmup: int = 2, repeats: int = 10) ->
         start = clock()
         fn()
         samples[k] = clock() - start
-    samples /= 1e6
+        if k == 0 and cutoff_ms is not None and samples[0] / 1e6 > cutoff_ms:
+            return samples[:1] / 1e6, True
+    return samples / 1e6, False
+
+
+def summarise(samples: np.ndarray) -> tuple[float, float, float]:
+    """``(median, min, iqr)`` of timed runs (``iqr`` = 75th - 25th percentile), in their unit."""
     q25, median, q75 = np.percentile(samples, [25, 50, 75])
     return float(median), float(samples.min()), float(q75 - q25)
+
+
+def noise(median: float, low: float, iqr: float) -> float:
+    """How far a timing's runs spread: the larger of ``(median - min) / median`` and
+    ``iqr / median`` (0 for a zero median)."""
+    return max(median - low, iqr) / median if median > 0 else 0.0
+
+
+class Timing(NamedTuple):
+    """What :func:`time_candidate` found: the figures in milliseconds, how many timed runs they
+    summarise, whether the cutoff stopped the timing after its first run, and whether the
+    candidate was timed a second time because the first timing was noisy."""
+
+    median_ms: float
+    min_ms: float
+    iqr_ms: float
+    runs: int
+    stopped: bool = False
+    retimed: bool = False
+
+
+def time_candidate(
+    fn: Callable[[], object],
+    warmup: int = 2,
+    repeats: int = 10,
+    cutoff_ms: float | None = None,
+    retime_noise: float | None = None,
+    budget_s: float | None = None,
+) -> Timing:
+    """Time ``fn`` as :func:`time_runs` does (``cutoff_ms`` may stop it after its first timed run);
+    then, with ``retime_noise``, a full timing whose :func:`noise` exceeds it is timed once more
+    (warm-up and repeats, no cutoff) and the less noisy of the two timings is kept (``retimed``).
+    With ``budget_s``, the seconds all the runs may take, it is re-timed only if the first
+    timing (warm-up included) took at most half of that. It takes no lock."""
+    check_optional_positive("time_candidate", "retime_noise", retime_noise)
+    check_optional_positive("time_candidate", "budget_s", budget_s)
+    start = time.perf_counter()
+    samples, stopped = time_runs(fn, warmup, repeats, cutoff_ms)
+    took = time.perf_counter() - start
+    figures = summarise(samples)
+    fits = budget_s is None or 2 * took <= budget_s
+    if stopped or retime_noise is None or noise(*figures) <= retime_noise or not fits:
+        return Timing(*figures, len(samples), stopped)
+    again = summarise(time_runs(fn, warmup, repeats)[0])
+    return Timing(*min(figures, again, key=lambda f: noise(*f)), repeats, retimed=True)
+
+
+def time_kernel(fn: Callable[[], object], warmup: int = 2, repeats: int = 10) -> tuple[float, float, float]:
+    """Run ``fn`` ``warmup`` times untimed, then ``repeats`` times timed.
+
+    Returns ``(median, min, iqr)`` in milliseconds (``iqr`` = 75th - 25th
+    percentile), each run timed by itself with ``time.perf_counter_ns``. It
+    takes no lock: callers that share a machine wrap it in :func:`timing_section`.
+    """
+    _check_counts("time_kernel", warmup, repeats)
+    samples, _ = time_runs(fn, warmup, repeats)
+    return summarise(samples)

@@ -31,15 +31,20 @@ from ..config import RunConfig
 from ..measure.result import MeasureResult
 
 __all__ = [
-    "TRIAL_STATUSES", "TrialRecord", "changed_fields", "config_fields", "fingerprint", "machine",
+    "TIMED_TRIAL_STATUSES", "TRIAL_STATUSES", "TrialRecord", "changed_fields", "config_fields", "fingerprint", "machine",
     "session_end", "session_start", "trace_key", "versions",
 ]  # fmt: skip
 
-TRIAL_STATUSES = ("ok", "infeasible", "invalid", "wrong", "timeout", "crashed", "error")
-"""``ok``: correct and timed; ``infeasible``: does not fit the memory pools (not
+TRIAL_STATUSES = ("ok", "cutoff", "infeasible", "invalid", "wrong", "timeout", "crashed", "error")
+"""``ok``: correct and timed; ``cutoff``: correct, but its first timed run was over the
+measurement's ``cutoff_ms`` (:class:`~autotune.measure.task.MeasureTask`), so it was timed only
+that once (its times are that run's; never ``ok``, so never re-measured or the best);
+``infeasible``: does not fit the memory pools (not
 measured); ``invalid``: the knobs give no schedule (a ScheduleError); ``wrong``:
 differs from the reference; ``timeout``/``crashed``: the worker hung or died;
 ``error``: the kernel could not be built."""
+TIMED_TRIAL_STATUSES = ("ok", "cutoff")
+"""The statuses whose trials carry times."""
 
 _TIMES = ("median_ms", "min_ms", "iqr_ms")
 _SCALARS = (str, int, float, bool, type(None))
@@ -102,11 +107,13 @@ class TrialRecord:
 
     ``trial`` numbers trials from 0 in proposal order; ``round`` is the batch
     it was proposed in. ``knobs`` are the sampled ``(name, JSON scalar)``
-    pairs; ``reason`` is the failure's text ("" when ``ok``). Times are
-    milliseconds (``ok`` only); ``max_abs_err`` may be NaN or infinite (it is
-    written as JSON ``NaN``/``Infinity``). ``peak_bytes`` is the planned peak
+    pairs; ``reason`` is the failure's text, or why a ``cutoff`` trial stopped ("" when ``ok``).
+    Times are milliseconds (``ok``, and ``cutoff``: its one run); ``max_abs_err`` may be NaN or
+    infinite (it is written as JSON ``NaN``/``Infinity``). ``peak_bytes`` is the planned peak
     workspace and ``pool_bytes`` the bytes used per pool; ``predicted_ms`` the
     cost model's guess; ``node`` where it ran; ``trace`` the schedule's trace JSON.
+    ``retimed`` flags an ``ok`` trial whose first timing was noisy and that was timed again (its
+    times are the less noisy timing's); it is written to JSON only when True.
     """
 
     trial: int
@@ -124,6 +131,7 @@ class TrialRecord:
     compile_s: float | None = None
     node: str = ""
     trace: str = ""
+    retimed: bool = False
 
     def __post_init__(self) -> None:
         _check_int("trial", self.trial)
@@ -142,14 +150,22 @@ class TrialRecord:
     def _check_status(self) -> None:
         if self.status not in TRIAL_STATUSES:
             raise ValueError(f"TrialRecord: status must be one of {TRIAL_STATUSES}, got {self.status!r}")
+        if not isinstance(self.retimed, bool):
+            raise ValueError(f"TrialRecord: retimed must be a bool, got {self.retimed!r}")
+        if self.retimed and self.status != "ok":
+            raise ValueError(f"TrialRecord: a {self.status!r} trial is not retimed")
         timed = [getattr(self, name) is not None for name in _TIMES]
-        if self.status == "ok":
+        if self.status in TIMED_TRIAL_STATUSES:
             if not all(timed):
-                raise ValueError("TrialRecord: an 'ok' trial needs median_ms, min_ms and iqr_ms")
+                article = "an" if self.status == "ok" else "a"
+                raise ValueError(
+                    f"TrialRecord: {article} {self.status!r} trial needs median_ms, min_ms and iqr_ms"
+                )
             if self.min_ms > self.median_ms:  # type: ignore[operator]
                 raise ValueError(f"TrialRecord: min_ms {self.min_ms} exceeds median_ms {self.median_ms}")
-            return
-        if any(timed):
+            if self.status == "ok":
+                return
+        elif any(timed):
             raise ValueError(f"TrialRecord: a {self.status!r} trial is not timed")
         if not self.reason:
             raise ValueError(f"TrialRecord: a {self.status!r} trial needs a reason")
@@ -180,14 +196,17 @@ class TrialRecord:
             iqr_ms=result.iqr_ms,
             max_abs_err=result.max_abs_err,
             compile_s=result.compile_s,
+            retimed=result.retimed,
             **extra,
         )
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict: the pairs become objects, in their order."""
+        """A JSON-ready dict: the pairs become objects, in their order; ``retimed`` only when True."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["knobs"] = dict(self.knobs)
         data["pool_bytes"] = dict(self.pool_bytes)
+        if not self.retimed:
+            del data["retimed"]
         return data
 
     @classmethod

@@ -19,7 +19,10 @@ def test_every_status_can_be_made() -> None:
     for status in ("crashed", "timeout", "error"):
         result = MeasureResult.failure(status, "why\ntraceback", compile_s=0.5)
         assert result.status == status and not result.ok and result.error.startswith("why")
-    assert set(STATUSES) == {"ok", "wrong", "crashed", "timeout", "error"}
+    cut = MeasureResult("cutoff", 0.0, 9.0, 9.0, 0.0, 1, error="first timed run 9 ms over the cutoff 3 ms")
+    assert cut.status == "cutoff" and not cut.ok and cut.median_ms == 9.0
+    assert MeasureResult(**OK, retimed=True).retimed
+    assert set(STATUSES) == {"ok", "cutoff", "wrong", "crashed", "timeout", "error"}
 
 
 def test_round_trip_through_dict() -> None:
@@ -53,6 +56,27 @@ def test_results_are_frozen() -> None:
 def test_invalid_ok_results(changes: dict, message: str) -> None:
     with pytest.raises(MeasureError, match=message):
         MeasureResult(**{**OK, **changes})
+
+
+def test_a_cutoff_result_is_timed_once_and_says_why() -> None:
+    cut = {
+        "status": "cutoff",
+        "max_abs_err": 0.0,
+        "median_ms": 9.0,
+        "min_ms": 9.0,
+        "iqr_ms": 0.0,
+        "repeats": 1,
+    }
+    with pytest.raises(MeasureError, match="'cutoff' result needs the reason in error"):
+        MeasureResult(**cut)
+    with pytest.raises(MeasureError, match="'cutoff' result needs median_ms"):
+        MeasureResult(**{**cut, "median_ms": None}, error="slow")
+    with pytest.raises(MeasureError, match="'cutoff' result is not retimed"):
+        MeasureResult(**cut, error="slow", retimed=True)
+    with pytest.raises(MeasureError, match="retimed must be a bool"):
+        MeasureResult(**OK, retimed=1)  # type: ignore[arg-type]
+    result = MeasureResult(**cut, error="slow")
+    assert MeasureResult.from_dict(result.to_dict()) == result
 
 
 def test_failures_are_not_timed_and_say_why() -> None:

@@ -70,13 +70,18 @@ else:
 with section:
     start = time.monotonic()
     Path(held).write_text("held")
-    time.sleep(float(hold))
+    if hold.startswith("until:"):  # hold until that file exists (at most 60 s)
+        while not Path(hold[6:]).exists() and time.monotonic() < start + 60:
+            time.sleep(0.005)
+    else:
+        time.sleep(float(hold))
     end = time.monotonic()
 Path(out).write_text(json.dumps([asked, start, end]))
 """
-"""Holds one section for ``hold`` seconds once ``start_after`` exists: the cpu lock ``shared`` or
-``exclusive``, or the timing section of a ``parallel`` or ``serial`` kernel. Writes ``held`` on entry
-and ``[asked, acquired, released]`` to ``out``."""
+"""Holds one section once ``start_after`` exists, for ``hold`` seconds or, with ``hold`` given as
+``until:PATH``, until PATH exists: the cpu lock ``shared`` or ``exclusive``, or the timing section
+of a ``parallel`` or ``serial`` kernel. Writes ``held`` on entry and ``[asked, acquired, released]``
+to ``out``."""
 
 
 def _spans(tmp_path: Path, enabled: bool, spans: int = 3, hold: float = 0.15) -> list[tuple[float, float]]:
@@ -122,7 +127,9 @@ def _mode(path: Path) -> str | None:
         os.close(fd)
 
 
-def _start(tmp_path: Path, name: str, kind: str, start_after: Path, hold: float) -> subprocess.Popen[bytes]:
+def _start(
+    tmp_path: Path, name: str, kind: str, start_after: Path, hold: float | str
+) -> subprocess.Popen[bytes]:
     """Start a :data:`SECTION` process; it writes ``<name>.held`` and ``<name>.json`` in ``tmp_path``."""
     files = (tmp_path / "timing.lock", tmp_path / "cpu.lock", start_after)
     outs = (tmp_path / f"{name}.held", tmp_path / f"{name}.json")
@@ -193,18 +200,23 @@ def test_a_parallel_timing_waits_for_a_compile(tmp_path: Path, parallel: bool) -
         assert timing_start < compile_end
 
 
-@pytest.mark.parametrize("mode", ["shared", "exclusive"])
-def test_shared_holders_overlap(tmp_path: Path, mode: str) -> None:
-    """Two compiles (shared) hold the cpu lock side by side; two exclusive holders take turns."""
+def test_shared_holders_overlap(tmp_path: Path) -> None:
+    """Two compiles (shared) hold the cpu lock side by side: the first holds it until the second
+    has taken it too (were the lock exclusive, the first would give up waiting after 60 s)."""
+    first = _start(tmp_path, "a", "shared", tmp_path, hold=f"until:{tmp_path / 'b.held'}")
+    second = _start(tmp_path, "b", "shared", tmp_path / "a.held", hold=0.01)
+    _, _, first_end = _finish(tmp_path, "a", first)
+    _, second_start, _ = _finish(tmp_path, "b", second)
+    assert second_start < first_end
+
+
+def test_exclusive_holders_take_turns(tmp_path: Path) -> None:
     go = tmp_path / "go"
-    procs = {name: _start(tmp_path, name, mode, go, hold=0.6) for name in ("a", "b")}
+    procs = {name: _start(tmp_path, name, "exclusive", go, hold=0.6) for name in ("a", "b")}
     time.sleep(0.3)
     go.write_text("go")
     (_, first_end), (second_start, _) = sorted(_finish(tmp_path, n, p)[1:] for n, p in procs.items())
-    if mode == "shared":
-        assert second_start < first_end
-    else:
-        assert first_end <= second_start
+    assert first_end <= second_start
 
 
 def test_disabled_takes_nothing(tmp_path: Path) -> None:
@@ -252,7 +264,7 @@ def test_measure_holds_the_locks_while_it_should(
     monkeypatch.setattr(timing, "lock_path", lambda: lock)
     monkeypatch.setattr(timing, "cpu_lock_path", lambda: cpu)
     seen: dict[str, object] = {}
-    build, compare, time_kernel = run.build, run.compare, run.time_kernel
+    build, compare, time_candidate = run.build, run.compare, run.time_candidate
 
     def checking_build(*args: object) -> Kernel:
         seen["build"] = (_mode(lock), _mode(cpu))
@@ -264,13 +276,13 @@ def test_measure_holds_the_locks_while_it_should(
         seen["check"] = (_mode(lock), _mode(cpu))
         return compare(*args)  # type: ignore[arg-type]
 
-    def checking_time_kernel(fn: object, warmup: int, repeats: int) -> object:
+    def checking_time_candidate(fn: object, *args: object) -> object:
         seen["timing"] = (_mode(lock), _mode(cpu))
-        return time_kernel(fn, warmup, repeats)  # type: ignore[arg-type]
+        return time_candidate(fn, *args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(run, "build", checking_build)
     monkeypatch.setattr(run, "compare", checking_compare)
-    monkeypatch.setattr(run, "time_kernel", checking_time_kernel)
+    monkeypatch.setattr(run, "time_candidate", checking_time_candidate)
     func = axpy(parallel=parallel)
     result = measure(func, axpy_reference, [np.arange(N, dtype=np.float32)], repeats=2, lock_timing=locked)
     assert result.status == "ok", result.error

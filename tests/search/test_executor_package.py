@@ -10,7 +10,7 @@ from autotune.search.executors import ray_executor
 
 PUBLIC = (
     "COMPILE_ALLOWANCE_S", "EXECUTORS", "Executor", "LocalExecutor", "RayExecutor", "check_reachable",
-    "make_executor", "register_executor", "task_limit",
+    "make_executor", "register_executor", "task_cpus", "task_limit",
 )  # fmt: skip
 
 

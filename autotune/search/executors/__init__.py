@@ -45,7 +45,15 @@ The contract, the registry and the deadlines are in :mod:`.base`.
 
 from __future__ import annotations
 
-from .base import COMPILE_ALLOWANCE_S, EXECUTORS, Executor, make_executor, register_executor, task_limit
+from .base import (
+    COMPILE_ALLOWANCE_S,
+    EXECUTORS,
+    Executor,
+    make_executor,
+    register_executor,
+    task_cpus,
+    task_limit,
+)
 from .local_executor import LocalExecutor
 from .ray_executor import RayExecutor, check_reachable
 
@@ -58,5 +66,6 @@ __all__ = [
     "check_reachable",
     "make_executor",
     "register_executor",
+    "task_cpus",
     "task_limit",
 ]

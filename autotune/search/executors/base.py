@@ -3,6 +3,7 @@ that every executor shares (see the package docstring for how deadlines are coun
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from types import TracebackType
@@ -24,8 +25,10 @@ __all__ = [
     "register_executor",
     "remeasure_limit",
     "remeasure_timeout",
+    "task_cpus",
     "task_limit",
     "timeout_result",
+    "usable_cores",
 ]
 
 COMPILE_ALLOWANCE_S = 20.0
@@ -89,6 +92,21 @@ def check_workers(workers: int, allowance: float) -> None:
         raise ConfigError(f"executor: workers must be an int >= 1, got {workers!r}")
     if isinstance(allowance, bool) or not isinstance(allowance, (int, float)) or allowance < 0:
         raise ConfigError(f"executor: compile_allowance must be a number of seconds >= 0, got {allowance!r}")
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (numba starts one thread per core for a parallel loop)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def task_cpus(task: MeasureTask, capacity: int) -> int:
+    """The CPUs ``task`` books: one, or for a kernel with a parallel loop (:attr:`MeasureTask.parallel`)
+    one per thread it runs (one per usable core of this machine), at most ``capacity`` (the CPUs the
+    executor has), so that two parallel kernels never share the cores their threads need."""
+    return max(1, min(usable_cores(), capacity)) if task.parallel else 1
 
 
 def task_limit(task: MeasureTask, workers: int, allowance: float) -> float:

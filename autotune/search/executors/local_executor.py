@@ -29,6 +29,7 @@ from .base import (
     register_executor,
     remeasure_limit,
     remeasure_timeout,
+    task_cpus,
     task_limit,
     timeout_result,
 )
@@ -84,6 +85,7 @@ class _Child:
     proc: BaseProcess
     conn: Connection
     deadline: float
+    cpus: int = 1
 
     def kill(self) -> None:
         self.proc.kill()
@@ -106,7 +108,9 @@ class _Child:
 
 @register_executor
 class LocalExecutor(Executor):
-    """Each task in a fresh ``spawn`` child process, at most ``workers`` at once; node id ``"local"``."""
+    """Each task in a fresh ``spawn`` child process, at most ``workers`` CPUs booked at once; node
+    id ``"local"``. A task books one CPU, or one per thread for a parallel kernel (:func:`task_cpus`),
+    so a parallel kernel on a 2-core machine with 2 workers runs alone."""
 
     name = "local"
 
@@ -128,15 +132,22 @@ class LocalExecutor(Executor):
         sender.close()
         return _Child(index, task, proc, receiver, time.monotonic() + limit)
 
+    def _fits(self, task: MeasureTask, running: list[_Child]) -> bool:
+        """Whether ``task`` may start beside ``running``: its CPUs are free (or nothing runs)."""
+        booked = sum(c.cpus for c in running)
+        return not running or booked + task_cpus(task, self.workers) <= self.workers
+
     def run(self, tasks: Sequence[MeasureTask]) -> Iterator[tuple[int, MeasureResult, str]]:
         pending = deque(enumerate(tasks))
         running: list[_Child] = []
         try:
             while pending or running:
-                while pending and len(running) < self.workers:
+                while pending and self._fits(pending[0][1], running):
                     i, task = pending.popleft()
                     limit = task_limit(task, self.workers, self.compile_allowance)
-                    running.append(self._start(i, task, "run", (task,), limit))
+                    child = self._start(i, task, "run", (task,), limit)
+                    child.cpus = task_cpus(task, self.workers)
+                    running.append(child)
                 wait([c.conn for c in running], max(0.0, min(c.deadline for c in running) - time.monotonic()))
                 for child in list(running):
                     if child.conn.poll(0):  # a value, a traceback, or EOF from a dead worker

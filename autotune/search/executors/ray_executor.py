@@ -10,7 +10,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from .base import (
     register_executor,
     remeasure_limit,
     remeasure_timeout,
+    task_cpus,
     task_limit,
     timeout_result,
 )
@@ -82,6 +83,12 @@ def _ray_remeasure(tasks: list[MeasureTask], rounds: int) -> tuple[list[list[Mea
     return remeasure_tasks(tasks, rounds), ray.get_runtime_context().get_node_id()
 
 
+def _largest_node_cpus(ray: Any) -> int:
+    """The CPUs of the cluster's largest live node (a task cannot book more)."""
+    cpus = [node["Resources"].get("CPU", 0) for node in ray.nodes() if node.get("Alive")]
+    return max(1, int(max(cpus, default=1)))
+
+
 @contextlib.contextmanager
 def _sigint_deferred() -> Iterator[None]:
     """Hold a SIGINT that arrives during the body until the body has ended, then deliver it to the
@@ -114,10 +121,12 @@ class RayExecutor(Executor):
     ``"host:port"`` (the GCS) or ``"ray://host:port"`` (Ray Client) connects to a cluster
     and ships the ``autotune`` package to its workers (a ``workload_path`` file
     must exist at the same path on every node). If Ray is already initialised
-    it is used as is and left running. Each task asks for 1 CPU, and
-    deadlines count from submission, so ``workers`` should not exceed the free
+    it is used as is and left running. Each task asks Ray for 1 CPU, or for a kernel with a
+    parallel loop one per thread it runs (:func:`task_cpus`, at most :attr:`capacity`), and
+    at most ``workers`` CPUs are booked at once: on a 2-core machine with 2 workers, a parallel
+    kernel runs alone. Deadlines count from submission, so ``workers`` should not exceed the free
     CPUs of the cluster. :meth:`remeasure` is one task, on one node
-    (:attr:`remeasure_node`). Ray's own messages below errors, and the workers' output, are
+    (:attr:`remeasure_node`), booking what its most demanding candidate needs. Ray's own messages below errors, and the workers' output, are
     shown only when ``verbose``.
     """
 
@@ -152,6 +161,8 @@ class RayExecutor(Executor):
             except BaseException:
                 self.close()  # Ray is shut down again if it started
                 raise
+        self.capacity = min(workers, _largest_node_cpus(ray))
+        """The most CPUs one task may book: ``workers``, or fewer if no node of the cluster has as many."""
         options: dict[str, Any] = {"num_cpus": 1, "max_calls": 50, "max_retries": 0}
         self._run_remote = ray.remote(**options)(_ray_run_task)
         self._remeasure_remote = ray.remote(**options)(_ray_remeasure)
@@ -192,26 +203,32 @@ class RayExecutor(Executor):
                 raise raised_error(index, task, str(exc)) from exc
             return failure, UNKNOWN_NODE
 
+    def _fits(self, task: MeasureTask, inflight: Iterable[tuple[int, float, int]]) -> bool:
+        """Whether ``task`` may be submitted beside ``inflight``: its CPUs are free (or nothing runs)."""
+        booked = [cpus for _, _, cpus in inflight]
+        return not booked or sum(booked) + task_cpus(task, self.capacity) <= self.workers
+
     def run(self, tasks: Sequence[MeasureTask]) -> Iterator[tuple[int, MeasureResult, str]]:
         ray = self._ray
         pending = deque(enumerate(tasks))
-        inflight: dict[Any, tuple[int, float]] = {}  # ref -> (index, deadline)
+        inflight: dict[Any, tuple[int, float, int]] = {}  # ref -> (index, deadline, cpus)
         try:
             while pending or inflight:
-                while pending and len(inflight) < self.workers:
+                while pending and self._fits(pending[0][1], inflight.values()):
                     i, task = pending.popleft()
                     deadline = time.monotonic() + task_limit(task, self.workers, self.compile_allowance)
-                    inflight[self._run_remote.remote(task)] = (i, deadline)
-                wait_s = max(0.0, min(d for _, d in inflight.values()) - time.monotonic())
+                    cpus = task_cpus(task, self.capacity)
+                    inflight[self._run_remote.options(num_cpus=cpus).remote(task)] = (i, deadline, cpus)
+                wait_s = max(0.0, min(d for _, d, _ in inflight.values()) - time.monotonic())
                 ray.wait(list(inflight), num_returns=1, timeout=wait_s)
                 # the consumer may have been slow: collect every finished task before judging deadlines
                 ready, _ = ray.wait(list(inflight), num_returns=len(inflight), timeout=0)
                 for ref in ready:
-                    i, _ = inflight.pop(ref)
+                    i, _, _ = inflight.pop(ref)
                     result, node = self._collect(ref, i, tasks[i])
                     yield i, result, node
                 now = time.monotonic()
-                for ref, (i, deadline) in list(inflight.items()):
+                for ref, (i, deadline, _) in list(inflight.items()):
                     if deadline <= now:
                         ray.cancel(ref, force=True)
                         del inflight[ref]
@@ -223,7 +240,8 @@ class RayExecutor(Executor):
     def remeasure(self, tasks: Sequence[MeasureTask], rounds: int) -> list[list[MeasureResult]]:
         limit = remeasure_limit(tasks, rounds, self.compile_allowance)
         self.remeasure_node = UNKNOWN_NODE
-        ref = self._remeasure_remote.remote(list(tasks), rounds)
+        cpus = max((task_cpus(t, self.capacity) for t in tasks), default=1)
+        ref = self._remeasure_remote.options(num_cpus=cpus).remote(list(tasks), rounds)
         try:
             ready, _ = self._ray.wait([ref], timeout=limit)
         except BaseException:  # KeyboardInterrupt: the remeasure does not go on without the driver

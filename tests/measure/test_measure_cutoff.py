@@ -1,0 +1,123 @@
+"""Cheaper, steadier timings: a cutoff stops a slow candidate after its first timed run (checked
+all the same), and a noisy timing is timed once more, keeping the steadier of the two.
+
+Runs are made slow or fast with ``time.sleep`` (a lower bound on a run's time) and no-ops, so
+the outcomes do not depend on how busy the machine is; nothing asserts how long anything takes.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+from measure_funcs import N, axpy, axpy_reference
+
+from autotune.errors import MeasureError
+from autotune.measure import measure
+from autotune.measure.task import MeasureTask
+from autotune.measure.timing import noise, time_candidate, time_runs
+
+SLOW_S = 0.02  # a run that sleeps this long takes at least 20 ms
+
+
+class Runs:
+    """A kernel stand-in: call ``k`` sleeps ``pattern(k)`` seconds (0: returns at once)."""
+
+    def __init__(self, pattern: object) -> None:
+        self.pattern, self.calls = pattern, 0
+
+    def __call__(self) -> None:
+        seconds = self.pattern(self.calls)  # type: ignore[operator]
+        self.calls += 1
+        if seconds:
+            time.sleep(seconds)
+
+
+def test_a_first_timed_run_over_the_cutoff_ends_the_timing() -> None:
+    fn = Runs(lambda k: SLOW_S)
+    samples, stopped = time_runs(fn, warmup=2, repeats=10, cutoff_ms=1.0)
+    assert stopped and len(samples) == 1 and samples[0] >= SLOW_S * 1000
+    assert fn.calls == 3  # the warm-up runs, then one timed run
+
+
+def test_under_the_cutoff_every_repeat_runs() -> None:
+    fn = Runs(lambda k: 0)
+    samples, stopped = time_runs(fn, warmup=1, repeats=6, cutoff_ms=1e9)
+    assert not stopped and len(samples) == 6 and fn.calls == 7
+    samples, stopped = time_runs(Runs(lambda k: SLOW_S), warmup=0, repeats=2)  # no cutoff
+    assert not stopped and len(samples) == 2
+
+
+def test_only_the_first_timed_run_is_compared_with_the_cutoff() -> None:
+    """Warm-up runs are not timed, and a later slow run does not stop the timing."""
+    fn = Runs(lambda k: SLOW_S if k in (0, 2) else 0)  # a slow warm-up, a slow second timed run
+    samples, stopped = time_runs(fn, warmup=1, repeats=4, cutoff_ms=SLOW_S * 1000 / 2)
+    assert not stopped and len(samples) == 4 and samples[1] >= SLOW_S * 1000
+
+
+def test_a_noisy_timing_is_timed_again_and_the_steadier_one_kept() -> None:
+    repeats = 4
+    # first timing: fast and slow runs in turn (noise about 1); second timing: slow runs only
+    fn = Runs(lambda k: SLOW_S if k >= repeats or k % 2 else 0)
+    timing = time_candidate(fn, warmup=0, repeats=repeats, retime_noise=0.5)
+    assert timing.retimed and not timing.stopped and timing.runs == repeats
+    assert fn.calls == 2 * repeats
+    assert timing.min_ms >= SLOW_S * 1000  # the second, steadier timing
+    assert noise(timing.median_ms, timing.min_ms, timing.iqr_ms) < noise(SLOW_S * 500, 0.0, 0.0)
+
+
+def test_a_steady_timing_or_a_stopped_one_is_not_timed_again() -> None:
+    fn = Runs(lambda k: SLOW_S)
+    assert not time_candidate(fn, warmup=0, repeats=3, retime_noise=0.5).retimed and fn.calls == 3
+    fn = Runs(lambda k: SLOW_S if k % 2 else 0)
+    assert not time_candidate(fn, warmup=0, repeats=4).retimed and fn.calls == 4  # no threshold
+    fn = Runs(lambda k: SLOW_S)
+    timing = time_candidate(fn, warmup=0, repeats=4, cutoff_ms=1.0, retime_noise=1e-9)
+    assert timing.stopped and not timing.retimed and timing.runs == 1 and fn.calls == 1
+
+
+def test_a_retime_that_would_not_fit_the_budget_is_skipped() -> None:
+    fn = Runs(lambda k: SLOW_S if k % 2 else 0)
+    timing = time_candidate(fn, warmup=0, repeats=4, retime_noise=0.5, budget_s=SLOW_S)
+    assert not timing.retimed and fn.calls == 4  # the first timing alone took 2 x SLOW_S
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, math.nan, math.inf, True, "3"])
+def test_the_thresholds_are_positive_numbers(bad: object) -> None:
+    with pytest.raises(MeasureError, match=r"time_runs: cutoff_ms must be None or a finite number > 0"):
+        time_runs(lambda: None, 0, 1, bad)  # type: ignore[arg-type]
+    with pytest.raises(MeasureError, match=r"time_candidate: retime_noise must be None"):
+        time_candidate(lambda: None, 0, 1, retime_noise=bad)  # type: ignore[arg-type]
+    with pytest.raises(MeasureError, match=r"measure: cutoff_ms must be None"):
+        measure(axpy(), axpy_reference, [], cutoff_ms=bad)  # type: ignore[arg-type]
+    for field in ("cutoff_ms", "retime_noise"):
+        with pytest.raises(MeasureError, match=rf"MeasureTask: {field} must be None or a finite number > 0"):
+            MeasureTask("w", (), None, "{}", (), **{field: bad})  # type: ignore[arg-type]
+
+
+def _inputs() -> list[np.ndarray]:
+    return [np.random.default_rng(0).standard_normal(N).astype(np.float32)]
+
+
+@pytest.mark.slow
+def test_a_kernel_over_the_cutoff_is_checked_timed_once_and_not_ok() -> None:
+    result = measure(axpy(), axpy_reference, _inputs(), warmup=1, repeats=5, cutoff_ms=1e-9)
+    assert result.status == "cutoff" and not result.ok, result.error
+    assert result.max_abs_err == 0.0  # checked against the reference like every candidate
+    assert result.repeats == 1 and result.median_ms == result.min_ms and result.iqr_ms == 0.0
+    assert result.error.startswith(f"first timed run {result.median_ms:.4g} ms over the cutoff 1e-09 ms")
+    assert not result.retimed
+
+
+@pytest.mark.slow
+def test_the_cutoff_never_hides_a_wrong_kernel() -> None:
+    result = measure(axpy(offset=1.5), axpy_reference, _inputs(), cutoff_ms=1e-9)
+    assert result.status == "wrong" and result.max_abs_err == pytest.approx(0.5)
+
+
+@pytest.mark.slow
+def test_a_kernel_under_the_cutoff_is_timed_in_full() -> None:
+    result = measure(axpy(), axpy_reference, _inputs(), warmup=1, repeats=5, cutoff_ms=1e9, retime_noise=1e9)
+    assert result.status == "ok" and result.repeats == 5 and not result.retimed
