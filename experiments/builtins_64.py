@@ -1,0 +1,159 @@
+"""The built-in workloads tuned from scratch in 64 measured trials, against their stored best schedules.
+
+    .venv/bin/python experiments/builtins_64.py [--workloads NAME ...] [--trials 64] [--skip-tune]
+        [--rounds 7] [--min-ms 100] [--output results]
+
+For each built-in workload with a stored tuned schedule (``results/<name>/best.json``, tuned with
+its own config: 40-320 trials, some with a warm start and mutation), phase 1 writes
+``experiments/configs/builtins_64/<name>.yaml``: the workload's config
+(``experiments/configs/<name>.yaml``) with the same workload, memory and measurement, but the search
+cut to ``--trials`` measured trials, TPE + XGBoost, seed 0, no warm start and no mutation; and runs
+``autotune run`` on it into ``results/builtins_64/<name>`` (skipped with ``--skip-tune``). Phase 2,
+in one process: both schedules (each ``best.json`` replayed and lowered with its run's pools) are
+checked against the reference and timed in turn each round; the ratio is the median over rounds
+of the per-round ratio new / stored. Target: at most 1.10 on every workload. Writes
+``<output>/builtins_64.md`` and ``.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import statistics
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_vs_baselines as bench  # sets the thread counts before numpy is imported
+import yaml
+from thread_scaling import _median_ms, write_results
+
+from autotune import workloads
+
+REPO = bench.REPO
+CONFIGS = REPO / "experiments" / "configs"
+RUNS = REPO / "results" / "builtins_64"
+WORKLOADS = ("pool_chain", "bottleneck", "matmul")
+"""The built-ins with a stored tuned schedule in ``results/<name>/best.json``."""
+TARGET = 1.10
+
+
+def write_config(name: str, trials: int) -> Path:
+    """The workload's config with the search cut to ``trials`` trials, from scratch."""
+    doc = yaml.safe_load((CONFIGS / f"{name}.yaml").read_text(encoding="utf-8"))
+    space = doc["search"]["space"]
+    doc["search"] = {"space": space, "trials": trials, "sampler": "tpe", "cost_model": "xgboost", "seed": 0}
+    doc["output"] = f"../../../results/builtins_64/{name}"
+    path = CONFIGS / "builtins_64" / f"{name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = yaml.safe_dump(doc, sort_keys=False, default_flow_style=None)
+    header = (
+        f"# experiments/configs/{name}.yaml with {trials} measured trials, no warm start, no mutation.\n"
+        "# Written by experiments/builtins_64.py.\n"
+    )
+    path.write_text(header + text, encoding="utf-8")
+    return path
+
+
+def tune(name: str, trials: int) -> None:
+    config = write_config(name, trials)
+    out = RUNS / name
+    cmd = [str(REPO / ".venv" / "bin" / "autotune"), "run", str(config), "--output", str(out)]
+    if (out / "trials.jsonl").exists():
+        cmd.append("--resume")
+    print(f"tuning {name}: {' '.join(cmd)}", flush=True)
+    subprocess.run(cmd, check=False)
+
+
+def _statuses(log: Path) -> dict[str, int]:
+    if not log.exists():
+        return {}
+    rows = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
+    statuses = [r.get("status") for r in rows]
+    return {s: statuses.count(s) for s in sorted(set(statuses), key=str)}
+
+
+def compare(name: str, rounds: int, min_ms: float) -> dict[str, Any]:
+    """Time the stored and the new best schedule of ``name`` in turn, ``rounds`` times."""
+    stored_path, new_path = REPO / "results" / name / "best.json", RUNS / name / "best.json"
+    stored = json.loads(stored_path.read_text(encoding="utf-8"))
+    wl = workloads.get(stored["workload"]["name"], **stored["workload"]["args"])
+    inputs = wl.make_inputs(0)
+    refs = (wl.reference(*inputs),)
+    row: dict[str, Any] = {"workload": name, "stored trials": stored.get("trial")}
+    systems = []
+    for label, path in (("stored", stored_path), ("new", new_path)):
+        found, why = bench.autotune_systems(wl, inputs, refs, path)
+        tuned = next((s for s in found if s.name == "autotune"), None)
+        if tuned is None or tuned.run is None:
+            row[f"{label} error"] = why or (tuned.error if tuned else "no schedule")
+            continue
+        systems.append((label, tuned))
+        row[f"{label} peak B"] = tuned.workspace
+    row["new trials by status"] = _statuses(RUNS / name / "trials.jsonl")
+    if len(systems) < 2:
+        return row
+    ms: dict[str, list[float]] = {label: [] for label, _ in systems}
+    for r in range(rounds):
+        for label, system in systems[r % 2 :] + systems[: r % 2]:
+            ms[label].append(_median_ms(system.run, min_ms))
+    row |= {f"{label} ms": statistics.median(times) for label, times in ms.items()}
+    row["new/stored"] = statistics.median(n / s for n, s in zip(ms["new"], ms["stored"]))
+    print(f"  {name}: {row}", flush=True)
+    return row
+
+
+def report(rows: list[dict[str, Any]], argv: Sequence[str], trials: int, rounds: int, min_ms: float) -> list[str]:
+    md = [
+        f"# Built-in workloads tuned from scratch in {trials} trials",
+        "",
+        f"`.venv/bin/python experiments/builtins_64.py {' '.join(argv)}`, "
+        f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC. {bench._machine()}.",
+        "",
+        f"`new`: the best of {trials} measured trials from scratch (`experiments/configs/builtins_64/`: TPE + "
+        "XGBoost, seed 0, no warm start, no mutation); `stored`: `results/<name>/best.json` (its own config). "
+        f"{rounds} rounds, in each both timed in turn (the median of back-to-back calls over {min_ms:g} ms); "
+        f"`new/stored` is the median of the per-round ratios. Target: at most {TARGET:.2f}.",
+        "",
+        "| workload | stored ms | new ms | new/stored | stored peak B | new peak B | new trials by status | verdict |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | --- | --- |",
+    ]
+    for r in rows:
+        ratio = r.get("new/stored")
+        verdict = "no figure" if ratio is None else ("met" if ratio <= TARGET else "missed")
+        md.append(
+            f"| {r['workload']} | {r.get('stored ms', float('nan')):.3f} | {r.get('new ms', float('nan')):.3f} | "
+            f"{ratio if ratio is None else f'{ratio:.2f}'} | {r.get('stored peak B', '')} | {r.get('new peak B', '')} | "
+            f"{r.get('new trials by status', {})} | {verdict} |"
+        )
+    errors = [f"- {r['workload']}: {k}: {v}" for r in rows for k, v in r.items() if k.endswith("error")]
+    md += ["", "Errors:" if errors else "Errors: none", *errors]
+    return md
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--workloads", nargs="+", choices=WORKLOADS, default=list(WORKLOADS))
+    parser.add_argument("--trials", type=int, default=64)
+    parser.add_argument("--skip-tune", action="store_true")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--min-ms", type=float, default=100.0)
+    parser.add_argument("--output", type=Path, default=REPO / "results")
+    args = parser.parse_args(argv)
+    if not args.skip_tune:
+        for name in args.workloads:
+            tune(name, args.trials)
+    rows = [compare(name, args.rounds, args.min_ms) for name in args.workloads]
+    md = report(rows, argv, args.trials, args.rounds, args.min_ms)
+    write_results(args.output, "builtins_64", md, {"rows": rows, "trials": args.trials, "rounds": args.rounds})
+    print("\n".join(md))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
