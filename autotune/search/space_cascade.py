@@ -26,6 +26,7 @@ from ..analysis.chain import Cascade, analyze_cascade
 from ..schedule import Schedule
 from .rules import (
     Chain,
+    Inline,
     Location,
     Nest,
     Padding,
@@ -46,6 +47,7 @@ from .target import Target
 __all__ = ["Cascade", "CascadeFamily", "analyze_cascade", "channel_blocks"]
 
 _ROW_TILES, _STRIP, _PADDING, _LOCATION, _WINDOW = RowTiles(), Strip(), Padding(), Location(), Window()
+_INLINE = Inline()
 _UNROLL, _REGISTER_TILE, _PARALLEL, _VECTORIZE, _POOLS = (
     Unroll(),
     RegisterTile(),
@@ -55,13 +57,13 @@ _UNROLL, _REGISTER_TILE, _PARALLEL, _VECTORIZE, _POOLS = (
 )
 
 APPLY_ORDER: tuple[Rule, ...] = (
-    _ROW_TILES, _STRIP, _PADDING, _LOCATION, _WINDOW, _UNROLL, _REGISTER_TILE, _PARALLEL, _VECTORIZE, _POOLS,
+    _ROW_TILES, _STRIP, _INLINE, _PADDING, _LOCATION, _WINDOW, _UNROLL, _REGISTER_TILE, _PARALLEL, _VECTORIZE, _POOLS,
 )  # fmt: skip
 """The order the rules schedule in: the tile loop first, every stage moved to it before the loops
 below it are fused, unrolled or register-tiled, the parallel and vector marks and pools last."""
 
 KNOB_ORDER: tuple[Rule, ...] = (
-    _ROW_TILES, _LOCATION, _WINDOW, _POOLS, _STRIP, _REGISTER_TILE, _UNROLL, _PADDING, _PARALLEL, _VECTORIZE,
+    _ROW_TILES, _INLINE, _LOCATION, _WINDOW, _POOLS, _STRIP, _REGISTER_TILE, _UNROLL, _PADDING, _PARALLEL, _VECTORIZE,
 )  # fmt: skip
 """The order of the knobs in a space (what a sampler sees; the default assignment's order)."""
 
@@ -76,7 +78,7 @@ class CascadeFamily(Family):
     def domains(
         self, func: ir.Func, pools: Sequence[str], max_tile: int, target: Target
     ) -> tuple[Domain, ...]:
-        chain = Chain(analyze_cascade(func), target, tuple(pools), max_tile)
+        chain = Chain(analyze_cascade(func), target, tuple(pools), max_tile, func)
         return tuple(d for rule in KNOB_ORDER for d in rule.domains(chain))
 
     def apply(self, sch: Schedule, values: Mapping[str, Any], target: Target) -> Schedule:

@@ -7,6 +7,7 @@ from autotune.analysis.chain import Cascade, analyze_cascade
 from autotune.schedule import Schedule
 from autotune.search.rules import (
     Chain,
+    Inline,
     Location,
     Nest,
     Padding,
@@ -137,3 +138,67 @@ def test_parallel_and_pools_come_last() -> None:
         sch = rule.apply(sch, c, values, nest, AVX512)
     assert _ops(sch) == ["split", "parallel", "set_pools"]
     assert dict(sch.trace[1].args) == {"copy_pad": 4096, "loop": nest.outer[0]}
+
+
+def _scaled_chain() -> ir.Func:
+    """conv 1x1 16 -> 16, a scale written by hand as a stage of its own, max pool 3x3, NHWC 8x8."""
+    data = te.placeholder((1, 8, 8, 16), "float32", name="data")
+    w = te.placeholder((1, 1, 16, 16), "float32", name="w")
+    conv = ops.conv2d_nhwc(data, w, name="conv")
+    scaled = te.compute(conv.shape, lambda n, y, x, c: conv[n, y, x, c] * 0.5, name="scaled")
+    pool = ops.max_pool2d(scaled, 3, name="pool")
+    return te.create_func([data, w], [pool], name="scaled_chain")
+
+
+def test_an_elementwise_stage_may_be_inlined_and_then_has_no_location_window_or_pool() -> None:
+    func = _scaled_chain()
+    chain = Chain(analyze_cascade(func), AVX512, ("sram",), 32, func)
+    assert chain.inlinable == ("scaled",)  # the conv reduces: only the scale can be inlined
+    assert _knobs(Inline(), chain) == {"inline_scaled": ((False, True), (), "location")}
+    location = _knobs(Location(), chain)
+    # the conv's only reader may be inlined: then the pool reads the conv and must be at the tile loop too
+    assert location["at_conv"][1] == (("at_scaled", ("tile",)),)
+    assert location["at_scaled"][1] == (("inline_scaled", (False,)),)
+    assert _knobs(Window(), chain)["mode_scaled"][1] == (("inline_scaled", (False,)), ("at_scaled", ("tile",)))
+    assert _knobs(Pools(), chain)["pool_scaled"][1] == (("inline_scaled", (False,)),)
+    assert _knobs(Pools(), chain)["pool_conv"][1] == ()
+
+
+def test_an_inlined_stage_is_computed_in_its_reader_and_its_buffer_is_gone() -> None:
+    from autotune.config import SPACES_DIR
+    from autotune.search.space import load_space
+    from autotune.workloads import Workload, intermediate_bytes
+
+    func = _scaled_chain()
+    wl = Workload("scaled_chain", {}, func, lambda *a: (), "", 0, intermediate_bytes(func), (1.0, 1.0))
+    space = load_space(SPACES_DIR / "cascade.yaml", wl, (), AVX512)
+    sch = space.apply(func, {"tile_rows": 2, "inline_scaled": True, "at_conv": "tile", "at_scaled": "root"})
+    assert "compute_inline" in _ops(sch) and "scaled" not in sch.get_blocks()
+    assert [s.kwargs()["block"] for s in sch.trace if s.op == "compute_at"] == ["conv"]  # at_scaled is dead
+    assert "inline_scaled" in sch.decisions() and "at_scaled" not in sch.decisions()
+
+
+def test_an_inlined_stage_under_a_tile_equals_numpy() -> None:
+    import numpy as np
+
+    from autotune.codegen import build
+    from autotune.config import SPACES_DIR
+    from autotune.lowering import lower
+    from autotune.measure import empty_outputs
+    from autotune.search.space import load_space
+    from autotune.workloads import Workload, intermediate_bytes
+
+    func = _scaled_chain()
+    wl = Workload("scaled_chain", {}, func, lambda *a: (), "", 0, intermediate_bytes(func), (1.0, 1.0))
+    space = load_space(SPACES_DIR / "cascade.yaml", wl, (), AVX512)
+    sch = space.apply(func, {"tile_rows": 2, "inline_scaled": True, "at_conv": "tile", "mode_conv": "rolling"})
+    lowered = lower(sch.func)
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal((1, 8, 8, 16)).astype(np.float32)
+    w = rng.standard_normal((1, 1, 16, 16)).astype(np.float32)
+    (out,) = empty_outputs(lowered.func)
+    build(lowered.func, lowered.plan)(data, w, out)
+    scaled = (data @ w[0, 0]) * np.float32(0.5)
+    windows = np.lib.stride_tricks.sliding_window_view(scaled, (3, 3), axis=(1, 2))
+    np.testing.assert_allclose(out, windows.max(axis=(-2, -1)), rtol=1e-5, atol=1e-5)
+    assert lowered.plan.total_peak < 8 * 8 * 16 * 4  # the conv rolls over a few rows; no scaled buffer

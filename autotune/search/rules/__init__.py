@@ -5,6 +5,7 @@ In the order the cascade family applies them:
 
 - :class:`~.tiling.RowTiles`: rows per tile (and the parallel parts' split);
 - :class:`~.tiling.Strip`: strips of the last stage's columns;
+- :class:`~.location.Inline`: elementwise intermediates computed inside their readers;
 - :class:`~.location.Padding`: padded copies of inline-padded reads, and where they go;
 - :class:`~.location.Location`: each intermediate at the tile loop or at root;
 - :class:`~.location.Window`: rolling buffer or recompute for overlapping tiles;
@@ -15,7 +16,7 @@ In the order the cascade family applies them:
 """
 
 from .base import Chain, Nest, Rule, register_tiled, tile_choices
-from .location import Location, Padding, Window, locations
+from .location import Inline, Location, Padding, Window, kept, locations
 from .parallel import COPY_PADS, Parallel, Vectorize
 from .pools import Pools
 from .tiling import REGISTER_COLUMNS, RegisterTile, RowTiles, Strip, channel_blocks, register_tile
@@ -25,6 +26,7 @@ __all__ = [
     "COPY_PADS",
     "REGISTER_COLUMNS",
     "Chain",
+    "Inline",
     "Location",
     "Nest",
     "Padding",
@@ -39,6 +41,7 @@ __all__ = [
     "Window",
     "channel_blocks",
     "jam",
+    "kept",
     "locations",
     "register_tile",
     "register_tiled",

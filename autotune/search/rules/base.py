@@ -15,9 +15,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, ClassVar
 
+from ... import ir
 from ...analysis.chain import Cascade
+from ...errors import ScheduleError
 from ...schedule import Schedule
 from ..space_family import Domain, divisors
 from ..target import Target
@@ -41,6 +44,29 @@ class Chain:
     target: Target
     pools: tuple[str, ...]
     max_tile: int
+    func: ir.Func | None = None
+    """The function itself, for rules that ask a primitive whether it applies (None: they offer nothing)."""
+
+    @cached_property
+    def inlinable(self) -> tuple[str, ...]:
+        """Movable stages that ``compute_inline`` accepts (elementwise: no reduction, one buffer
+        written at the index it is read), whose buffer no stage reads through a padded window (a
+        padded copy needs a buffer to copy) and that pad nothing themselves."""
+        c = self.cascade
+        if self.func is None:
+            return ()
+        padded = {name for stage, buffers, _ in c.padded for name in (stage, *buffers)}
+        buffers = dict(c.buffers)
+        out = []
+        for stage in c.movable:
+            if stage in padded or buffers.get(stage) in padded:
+                continue
+            try:
+                Schedule(self.func).compute_inline(stage)
+            except ScheduleError:
+                continue
+            out.append(stage)
+        return tuple(out)
 
     @property
     def row_tiles(self) -> list[int]:

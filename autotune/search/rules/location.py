@@ -8,22 +8,58 @@ from typing import Any
 from ...analysis.chain import Cascade
 from ...analysis.stage_loops import _block
 from ...schedule import Schedule
-from ..space_family import Domain, choice_domain
+from ..space_family import Domain, Requires, choice_domain
 from ..target import Target
 from .base import Chain, Nest, Rule
 
-__all__ = ["Location", "Padding", "Window", "locations"]
+__all__ = ["Inline", "Location", "Padding", "Window", "kept", "locations"]
 
 
 def locations(c: Cascade, values: Mapping[str, Any]) -> dict[str, str]:
-    """Where each movable stage is computed: ``at_<stage>``, except that a stage whose reader stays
-    at root stays at root too (its ``at_`` knob is inactive then, and holds its default)."""
+    """Where each movable stage is computed: ``inline`` (``inline_<stage>``), else ``at_<stage>``,
+    except that a stage whose reader stays at root stays at root too (its ``at_`` knob is inactive
+    then, and holds its default); an inlined reader counts as its own readers."""
     readers = dict(c.consumers)
     where: dict[str, str] = {}
+
+    def in_tile(stage: str) -> bool:
+        if where[stage] == "inline":
+            return all(in_tile(r) for r in readers.get(stage, ()))
+        return where[stage] == "tile"
+
     for stage in reversed(c.movable):
-        at_tile = values[f"at_{stage}"] == "tile" and all(where[r] == "tile" for r in readers.get(stage, ()))
+        if values.get(f"inline_{stage}", False):
+            where[stage] = "inline"
+            continue
+        at_tile = values[f"at_{stage}"] == "tile" and all(in_tile(r) for r in readers.get(stage, ()))
         where[stage] = "tile" if at_tile else "root"
     return where
+
+
+def kept(chain: Chain, stage: str) -> Requires:
+    """The requirement that ``stage`` is not inlined (none for a stage that cannot be)."""
+    return ((f"inline_{stage}", (False,)),) if stage in chain.inlinable else ()
+
+
+class Inline(Rule):
+    """``inline_<stage>`` false | true: for an elementwise intermediate (a bias add, an activation,
+    a scale written as a stage of its own), compute it inside every reader instead of storing it
+    (``compute_inline``, MetaSchedule's AutoInline): no buffer, no pass over it, its expression
+    recomputed where it is read. An inlined stage has no location, window or pool: those knobs are
+    conditional on ``inline_<stage>`` false."""
+
+    patterns = ("inline_*",)
+
+    def domains(self, chain: Chain) -> list[Domain]:
+        return [choice_domain(f"inline_{s}", (False, True), kind="location") for s in chain.inlinable]
+
+    def apply(
+        self, sch: Schedule, c: Cascade, values: Mapping[str, Any], nest: Nest, target: Target
+    ) -> Schedule:
+        for stage in c.movable:
+            if values.get(f"inline_{stage}", False):
+                sch = sch.compute_inline(stage)
+        return sch
 
 
 class Padding(Rule):
@@ -88,11 +124,21 @@ class Location(Rule):
     def domains(self, chain: Chain) -> list[Domain]:
         c = chain.cascade
         readers = dict(c.consumers)
+        inline = chain.inlinable
+
+        def at_tile(stage: str) -> list[str]:
+            """The readers that must be at the tile loop for ``stage`` to be there: an inlinable
+            reader and, as it may be inlined, its own readers."""
+            out = []
+            for r in readers.get(stage, ()):
+                out += [r, *(at_tile(r) if r in inline else [])]
+            return out
+
         return [
             choice_domain(
                 f"at_{s}",
                 ("tile", "root"),
-                tuple((f"at_{r}", ("tile",)) for r in readers.get(s, ())),
+                (*kept(chain, s), *((f"at_{r}", ("tile",)) for r in dict.fromkeys(at_tile(s)))),
                 kind="location",
             )
             for s in c.movable
@@ -125,7 +171,7 @@ class Window(Rule):
             choice_domain(
                 f"mode_{s}",
                 ("recompute", "rolling") if s in c.rollable else ("recompute",),
-                ((f"at_{s}", ("tile",)),),
+                (*kept(chain, s), (f"at_{s}", ("tile",))),
                 kind="window",
             )
             for s in c.movable

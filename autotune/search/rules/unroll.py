@@ -20,6 +20,7 @@ from ...schedule import Schedule
 from ..space_family import Domain, choice_domain, divisors
 from ..target import Target
 from .base import Chain, Nest, Rule, register_tiled
+from .location import kept
 
 __all__ = ["Unroll"]
 
@@ -54,7 +55,10 @@ class Unroll(Rule):
     def domains(self, chain: Chain) -> list[Domain]:
         c = chain.cascade
         tileable = dict(c.tileable)
-        untiled = {s: ((f"regtile_{s}", (0,)),) if s in tileable else () for s in {*c.fusable, *c.unrollable}}
+        untiled = {
+            s: (*kept(chain, s), *(((f"regtile_{s}", (0,)),) if s in tileable else ()))
+            for s in {*c.fusable, *c.unrollable}
+        }
         out = [choice_domain(f"fuse_{s}", (False, True), untiled[s], kind="unroll") for s in c.fusable]
         out += [choice_domain(f"unroll_{s}", (False, True), untiled[s], kind="unroll") for s in c.unrollable]
         for knob in ("jam", "jamrows"):
@@ -74,7 +78,11 @@ class Unroll(Rule):
     ) -> Schedule:
         registers = register_tiled(c, values)  # a register-tiled stage is neither fused nor unrolled
         for stage in c.fusable:
-            if stage in registers or not values.get(f"fuse_{stage}", False):
+            if (
+                stage in registers
+                or not values.get(f"fuse_{stage}", False)
+                or values.get(f"inline_{stage}", False)
+            ):
                 continue
             pair = _fusable_pair(sch.func, _block(sch.func, stage), dict(c.row_dims)[stage])
             if pair is None:
@@ -83,7 +91,11 @@ class Unroll(Rule):
             if nest.vector_loop in pair:
                 nest.vector_loop = sch.last[0]
         for stage in c.unrollable:
-            if stage not in registers and values.get(f"unroll_{stage}", False):
+            if (
+                stage not in registers
+                and values.get(f"unroll_{stage}", False)
+                and not values.get(f"inline_{stage}")
+            ):
                 if stage in c.jammable and not values.get(f"fuse_{stage}", False):
                     rows = values.get(f"jamrows_{stage}", 1)
                     sch = jam(sch, stage, dict(c.row_dims)[stage], values.get(f"jam_{stage}", 1), rows)
