@@ -77,6 +77,8 @@ class SearchConfig:
     pretrained: Path | None = None
     """``cost_model: {kind: xgboost, pretrained: PATH}``: a model file (``autotune train-cost-model``)
     that ranks from the first round; the run's trials then refine it."""
+    time_budget: float | None = None
+    """Seconds the search may take beside ``trials`` (``10m``): no round starts after it (None: no limit)."""
     strategy: str = "optuna"
     """What proposes the candidates (``autotune.search.strategies``): ``optuna`` (with ``sampler``),
     ``evolutionary`` (mutations of the fastest measured trials, ranked by the cost model) or
@@ -140,7 +142,7 @@ class RunConfig:
         }
 
 
-_OMITTED_AT_DEFAULT: dict[str, Any] = {"strategy": "optuna", "pretrained": None}
+_OMITTED_AT_DEFAULT: dict[str, Any] = {"strategy": "optuna", "pretrained": None, "time_budget": None}
 """Search fields that :meth:`RunConfig.to_dict` leaves out at their default value: the config fields
 of a run (its fingerprint, which a resume checks) stay what they were before the field existed."""
 
@@ -317,7 +319,7 @@ def _space(doc: YamlDoc, text: str, base: Path) -> Path:
 def _search(doc: YamlDoc, raw: Any, base: Path) -> SearchConfig:
     fields = (
         "space", "trials", "strategy", "sampler", "cost_model", "seed", "batch", "measure_per_round", "epsilon",
-        "mutation", "warm_start",
+        "mutation", "warm_start", "time_budget",
     )  # fmt: skip
     sec = Section(doc, ("search",), raw, fields, required=("space", "trials"))
     space = _space(doc, sec.text("space"), base)
@@ -339,6 +341,7 @@ def _search(doc: YamlDoc, raw: Any, base: Path) -> SearchConfig:
         warm_start=_warm_start(sec, base),
         strategy=sec.choice("strategy", STRATEGIES, "optuna"),
         pretrained=pretrained,
+        time_budget=None if sec.get("time_budget") is None else sec.duration("time_budget"),
     )
 
 

@@ -50,8 +50,9 @@ def _unit(ok: pd.DataFrame) -> tuple[str, float]:
 
 
 def plot_convergence(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
-    """Each ``ok`` trial's median latency by trial number, the best so far as a step line,
-    and a tick along the bottom for every trial that has no latency."""
+    """Each ``ok`` trial's median latency by trial number, the best so far as a step line, each
+    ``cutoff`` trial's one run as a hollow marker, and a tick along the bottom for every trial that
+    has no latency."""
     fig = _figure()
     ax = fig.add_subplot(1, 1, 1)
     ordered = df.sort_values("trial", kind="stable")
@@ -62,12 +63,16 @@ def plot_convergence(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
         best = ok["median_ms"].cummin() / scale
         ax.step(ok["trial"], best, where="post", color="C1", label="best so far", zorder=2)
         ax.set_yscale("log")
+    cut = ordered[(ordered["status"] == "cutoff") & ordered["median_ms"].notna()]
+    if not cut.empty:  # stopped after one slow run: that run's time
+        ax.scatter(cut["trial"], cut["median_ms"] / scale, s=16, facecolors="none", edgecolors="C0",
+                   label="cutoff (one run)", zorder=3)  # fmt: skip
     for status, (marker, colour) in _FAILED.items():
         rows = ordered[ordered["status"] == status]
         if not rows.empty:
             ax.scatter(rows["trial"], [0.02] * len(rows), marker=marker, color=colour, label=status,
                        transform=ax.get_xaxis_transform(), clip_on=False)  # fmt: skip
-    others = ordered[~ordered["status"].isin(["ok", *_FAILED])]
+    others = ordered[~ordered["status"].isin(["ok", "cutoff", *_FAILED])]
     if not others.empty:
         ax.scatter(others["trial"], [0.02] * len(others), marker="s", color="C4", label="crashed/timeout/error",
                    transform=ax.get_xaxis_transform(), clip_on=False)  # fmt: skip

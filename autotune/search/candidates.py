@@ -75,8 +75,9 @@ def lower_candidate(
     return Lowering(lowered, peak, _pool_bytes(lowered.plan), excess)
 
 
-def make_task(cfg: RunConfig, trace: str, pools: bool = True) -> MeasureTask:
-    """The measurement of ``trace`` as the config says (``pools=False``: one unbounded pool)."""
+def make_task(cfg: RunConfig, trace: str, pools: bool = True, cutoff_ms: float | None = None) -> MeasureTask:
+    """The measurement of ``trace`` as the config says (``pools=False``: one unbounded pool); a
+    candidate whose first timed run is over ``cutoff_ms`` stops there (status ``cutoff``)."""
     wl = cfg.workload
     label = wl.name or Path(str(wl.path).rpartition(":")[0]).stem
     m = cfg.measure
@@ -92,6 +93,7 @@ def make_task(cfg: RunConfig, trace: str, pools: bool = True) -> MeasureTask:
         check=m.check,
         seed=cfg.search.seed,
         timeout=m.timeout,
+        cutoff_ms=cutoff_ms,
     )
 
 

@@ -29,12 +29,19 @@ One round:
 A resumed run's strategy first learns every trial of the log, so each strategy continues where
 the killed run stopped.
 
+Early stop: once a trial is ``ok``, each measurement gets ``cutoff_ms`` = :data:`CUTOFF_FACTOR`
+times the best median so far (:class:`~autotune.measure.task.MeasureTask`): a candidate whose
+first timed run is slower stops there and is logged ``cutoff`` with that run's time (it uses the
+budget, is never the best, and its time still trains the cost model and the strategy).
+``search.time_budget`` bounds the search loop's wall time (this session's): no round starts after
+it (the first always runs), and the run ends as if its trials were used up.
+
 Before the first round, :func:`~autotune.search.feasibility.check_fits` makes
 sure that some schedule of the space fits the pools and ``peak_limit`` (else a
 ConfigError with the smallest peak, and no output directory). The search stops
-when ``search.trials`` trials that use the budget are logged (``ok``, ``wrong``,
+when ``search.trials`` trials that use the budget are logged (``ok``, ``cutoff``, ``wrong``,
 ``timeout``, ``crashed``, ``error`` and ``invalid``: every status but
-``infeasible``), when :data:`STALE_ROUNDS` rounds in a row find nothing new (a
+``infeasible``), when ``search.time_budget`` has passed, when :data:`STALE_ROUNDS` rounds in a row find nothing new (a
 small space fully explored), or when :data:`IDLE_ROUNDS` rounds in a row measure
 nothing. Then :mod:`autotune.search.best` re-measures the top
 trials and the default schedule and writes ``best.json``, ``best_ir.txt`` and
@@ -47,6 +54,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -74,6 +82,10 @@ from .strategies import Outcome, Proposal, make_strategy
 __all__ = ["LOG_NAME", "TuneResult", "tune"]
 
 LOG_NAME = "trials.jsonl"
+CUTOFF_FACTOR = 4.0
+"""A candidate whose first timed run is over this many times the best median so far is not timed
+further (the same kernel timed 0.4 ms and 4-11 ms minutes apart on the shared 2-core host, so a
+smaller factor would stop good candidates measured at a busy moment)."""
 STALE_ROUNDS = 3
 """The search stops after this many rounds in a row that log nothing new (a small space fully explored)."""
 IDLE_ROUNDS = 10
@@ -123,6 +135,7 @@ class _Search:
         self.settled = 0  # invalid and infeasible trials logged this round
         self.rows: list[list[float]] = []
         self.times: list[float] = []
+        self.best_ms: float | None = None  # the best ok median so far (sets the cutoff)
         self.counts: Counter[str] = Counter()
         self.round = max((r.round for r in log.records), default=-1) + 1
         self.next_trial = max((r.trial for r in log.records), default=-1) + 1
@@ -164,14 +177,16 @@ class _Search:
         else:
             self.logged.setdefault(record.key, record)
         self.counts[record.status] += 1
-        if record.ok and record.median_ms is not None:
+        if record.status in ("ok", "cutoff") and record.median_ms is not None:  # a cutoff: slow, once
+            if record.ok:
+                self.best_ms = min(self.best_ms or record.median_ms, record.median_ms)
             if row is None:
                 row = self._replay_row(record.trace)
             if row is not None:
                 self.rows.append(row)
                 self.times.append(record.median_ms)
-        best = min(self.times, default=None)
-        failed = sum(n for s, n in self.counts.items() if s not in ("ok", "infeasible", "invalid"))
+        best = self.best_ms
+        failed = sum(n for s, n in self.counts.items() if s not in ("ok", "cutoff", "infeasible", "invalid"))
         self.bar.set_postfix_str(
             f"best {'-' if best is None else f'{best:.4g} ms'}, ok {self.counts['ok']}, "
             f"infeasible {self.counts['infeasible']}, invalid {self.counts['invalid']}, failed {failed}",
@@ -299,7 +314,8 @@ class _Search:
         ms = self.model.predicts_ms  # else the predictions are an order only: not recorded
         guess = {c.key: float(p) for c, p in zip(feasible, predicted) if ms and np.isfinite(p)}
         numbers = [self._number() for _ in chosen]
-        tasks = [cand.make_task(self.cfg, c.trace) for c in chosen]
+        cutoff = None if self.best_ms is None else CUTOFF_FACTOR * self.best_ms
+        tasks = [cand.make_task(self.cfg, c.trace, cutoff_ms=cutoff) for c in chosen]
         for index, result, node in self.clock.iterate(self.executor.run(tasks)):
             c = chosen[index]
             record = TrialRecord.from_measure(
@@ -368,6 +384,8 @@ def tune(
             search = _Search(cfg, wl, space, log, model, executor, progress, warm)
             try:
                 stale = idle = 0
+                budget = cfg.search.time_budget
+                deadline = None if budget is None else time.monotonic() + budget
                 while search.remaining > 0 and stale < STALE_ROUNDS and idle < IDLE_ROUNDS:
                     if stop is not None and stop():  # every trial of the rounds so far is logged
                         raise KeyboardInterrupt
@@ -375,6 +393,8 @@ def tune(
                         logged, measured = search.run_round()
                     stale = 0 if logged else stale + 1
                     idle = 0 if measured else idle + 1
+                    if deadline is not None and time.monotonic() >= deadline:
+                        break  # search.time_budget: the trials so far are the run's
             finally:
                 search.close()
             driver = search.clock.snapshot()

@@ -12,6 +12,7 @@ Every trial of the log is a ``COMPLETE`` Optuna trial with a value and one const
 (``trial.user_attrs["constraint"]``, read by the sampler's ``constraints_func``; <= 0 is feasible):
 
 - ``ok``: value = median ms, constraint = ``(peak - peak_limit) / peak_limit`` (0 without a limit);
+- ``cutoff`` (a slow candidate timed once): value = that run's ms, constraint as ``ok``;
 - ``infeasible``: value = :data:`PENALTY_MS`, constraint = the relative excess over
   ``peak_limit`` or over the fullest pool (> 0);
 - ``invalid``, ``wrong``, ``crashed``, ``timeout``, ``error``: value = :data:`PENALTY_MS`,
@@ -68,14 +69,19 @@ def constraint_of(record: TrialRecord, excess: float | None = None) -> float:
     """The constraint told to Optuna for ``record`` (see the module docstring)."""
     if record.status == "infeasible":
         return max(excess if excess is not None else 1.0, 1e-9)
-    if record.ok:
+    if _timed(record):
         return min(excess if excess is not None else 0.0, 0.0)
     return 1.0
 
 
+def _timed(record: TrialRecord) -> bool:
+    """``ok``, or ``cutoff`` (a feasible candidate stopped after one slow run): it has a latency."""
+    return record.status in ("ok", "cutoff") and record.median_ms is not None
+
+
 def values_of(record: TrialRecord, objectives: int) -> list[float]:
     """The objective values told for ``record``: latency, and peak bytes for a two-objective study."""
-    ms = float(record.median_ms) if record.ok and record.median_ms is not None else PENALTY_MS
+    ms = float(record.median_ms) if _timed(record) and record.median_ms is not None else PENALTY_MS
     if objectives == 1:
         return [ms]
     return [ms, float(record.peak_bytes) if record.peak_bytes is not None else PENALTY_BYTES]
