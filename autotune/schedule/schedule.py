@@ -11,8 +11,9 @@ creates (new loops, new blocks) are in ``.last``::
 Replaying the trace on the original function rebuilds the same IR. A step that
 leaves a ``local`` buffer holding more elements at its site than the registers
 (``REGISTER_LIMIT``) is refused by that step, whichever primitive it is (a
-``compute_at`` that moves a block out of a tile, a ``cache_read`` of the buffer...),
-so the code generator never meets one. A primitive that follows producers and
+``transform_layout`` that pads it, an ``annotate_buffer_access`` that widens a read
+of it, an ``unroll`` that turns a buffer kept in memory into registers...), so the
+code generator never meets one. A primitive that follows producers and
 consumers by buffer (``ALIAS_BLIND``) refuses a block that accesses storage another
 buffer views (a ``DeclBuffer`` alias): it would not see the accesses through the view.
 """

@@ -145,6 +145,18 @@ def test_a_later_step_that_enlarges_a_local_tile_past_the_limit_is_refused_by_th
     small.annotate_buffer_access("C", 0, "read", lambda i, j: [(i, i + 4), j])
 
 
+def test_an_unroll_that_makes_a_cached_local_buffer_registers_past_the_limit_is_refused():
+    a = te.placeholder((64, 64), "float32", name="A")
+    b = te.compute((64, 64), lambda i, j: a[i, j] + 1.0, name="B")
+    c = te.compute((64, 64), lambda i, j: b[i, j] * 2.0, name="C")
+    # a local cache indexed by serial loops stays in memory; unrolling its last loop would make it registers
+    sch = Schedule(te.create_func([a], [c], name="cached")).cache_read("C", 0, "local")
+    sch = sch.unroll("ax0").unroll("ax1").unroll("i_1")
+    message = "unroll: local buffer 'B_local' lives in registers, one per element: at its site (the function body) it holds [64, 64], 4096 elements, over the limit of 1024"
+    with pytest.raises(ScheduleError, match="^" + re.escape(message) + "$"):
+        sch.unroll("j_1")
+
+
 def test_a_local_buffer_over_the_limit_in_the_given_function_is_not_blamed_on_a_later_step():
     over = wide_stages(64, 32).func
     buf = next(b for b in ir.collect(over.body, ir.Block) if b.name == "root").alloc_buffers[0]
