@@ -23,7 +23,6 @@ import argparse
 import datetime as dt
 import json
 import statistics
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,6 +31,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_vs_baselines as bench  # sets the thread counts before numpy is imported
 import yaml
+from generality import autotune_run
 from thread_scaling import _median_ms, write_results
 
 from autotune import workloads
@@ -62,13 +62,7 @@ def write_config(name: str, trials: int) -> Path:
 
 
 def tune(name: str, trials: int) -> None:
-    config = write_config(name, trials)
-    out = RUNS / name
-    cmd = [str(REPO / ".venv" / "bin" / "autotune"), "run", str(config), "--output", str(out)]
-    if (out / "trials.jsonl").exists():
-        cmd.append("--resume")
-    print(f"tuning {name}: {' '.join(cmd)}", flush=True)
-    subprocess.run(cmd, check=False)
+    autotune_run(write_config(name, trials), RUNS / name)
 
 
 def _statuses(log: Path) -> dict[str, int]:

@@ -77,14 +77,17 @@ def write_config(name: str, trials: int) -> Path:
     return path
 
 
-def tune(name: str, trials: int) -> None:
-    config = write_config(name, trials)
-    out = RUNS / name
+def autotune_run(config: Path, out: Path) -> None:
+    """``autotune run config --output out`` (resumed where ``out`` holds a trial log), in a child process."""
     cmd = [str(REPO / ".venv" / "bin" / "autotune"), "run", str(config), "--output", str(out)]
     if (out / "trials.jsonl").exists():
         cmd.append("--resume")
-    print(f"tuning {name}: {' '.join(cmd)}", flush=True)
+    print(f"tuning: {' '.join(cmd)}", flush=True)
     subprocess.run(cmd, check=False)
+
+
+def tune(name: str, trials: int) -> None:
+    autotune_run(write_config(name, trials), RUNS / name)
 
 
 def _systems(name: str) -> tuple[Workload, list[bench.System], dict[str, Any]]:
