@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from math import prod
 
 from .. import ir
-from ..codegen import UNROLL_LIMIT
-from ..schedule.primitives.buffers import ROLLING
 from .linear import to_linear
 from .stages import contraction_operands
 
@@ -116,7 +114,7 @@ def _row_loop(func: ir.Func, block: ir.Block, row_dim: int) -> ir.For | None:
 
 def _shared_rows(block: ir.Block) -> int | None:
     """For a rolling buffer, the rows its window shares with the previous tile's (``window - stride``)."""
-    info = ir.ann_get(block.annotations, ROLLING)
+    info = ir.ann_get(block.annotations, ir.ROLLING_ATTR)
     return None if info is None else info[3] - info[4]
 
 
@@ -136,8 +134,8 @@ class _TilePlan:
 
     @property
     def block(self) -> int:
-        """Channels per tile: the largest divisor of the channels that codegen unrolls (UNROLL_LIMIT)."""
-        return max(d for d in range(1, min(self.channels, UNROLL_LIMIT) + 1) if self.channels % d == 0)
+        """Channels per tile: the largest divisor of the channels that codegen unrolls (ir.UNROLL_LIMIT)."""
+        return max(d for d in range(1, min(self.channels, ir.UNROLL_LIMIT) + 1) if self.channels % d == 0)
 
 
 def _tile_plan(func: ir.Func, block: ir.Block, row_dim: int) -> _TilePlan | None:
@@ -288,10 +286,10 @@ def _contiguous(block: ir.Block, outer: ir.For, inner: ir.For) -> bool:
 
 def _reduction_loops(func: ir.Func, block: ir.Block) -> tuple[str, ...] | None:
     """The names of ``block``'s loops that bind reduction iter vars, when there are some, all
-    constant and at most :data:`~autotune.codegen.UNROLL_LIMIT` iterations together."""
+    constant and at most :data:`~autotune.ir.UNROLL_LIMIT` iterations together."""
     loops = [f for f in loops_of(func, block) if _binds(block, f, _reduce_vars(block))]
     extents = [ir.as_int(f.extent) for f in loops]
-    if not loops or any(e is None for e in extents) or prod(e or 0 for e in extents) > UNROLL_LIMIT:
+    if not loops or any(e is None for e in extents) or prod(e or 0 for e in extents) > ir.UNROLL_LIMIT:
         return None
     return tuple(f.loop_var.name for f in loops)
 

@@ -52,7 +52,9 @@ from .printer import to_text
 from .stmt import (
     COPY_PAD_ATTR,
     COPY_PAD_UNIT,
+    ROLLING_ATTR,
     TRUE,
+    UNROLL_LIMIT,
     VECTORIZER_ATTR,
     Allocate,
     Annotations,

@@ -137,6 +137,13 @@ COPY_PAD_UNIT = 64
 """``copy_pad`` is a multiple of this many bytes (a cache line, and so of every element size), and
 padded copies start at multiples of it from the first."""
 
+ROLLING_ATTR = "rolling_buffer"
+"""Block annotation of ``rolling_buffer``: (buffer, dimension, loop, window, stride)."""
+
+UNROLL_LIMIT = 64
+"""The longest ``unroll`` loop (and the most iterations of an unrolled reduction) the code generator
+writes out as straight-line copies; a longer one stays a loop."""
+
 VECTORIZER_ATTR = "autotune.vectorizer"
 """Function or loop attribute: ``loop`` (default) or ``slp``, how LLVM vectorises the kernel, or the
 loop's nest, which the code generator then outlines into a function of its own (``set_vectorizer``)."""

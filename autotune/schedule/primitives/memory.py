@@ -17,7 +17,7 @@ POOLS_ANNOTATION = "candidate_memory_pools"
 
 REGISTER_LIMIT = 1024
 """The most elements a ``local`` buffer may hold (one scalar each): past the register file, spills cost more than memory."""
-UNROLL_LIMIT = 64
+UNROLL_LIMIT = ir.UNROLL_LIMIT
 """The longest ``unroll`` loop the code generator writes out as straight-line copies; a longer one stays a loop."""
 
 

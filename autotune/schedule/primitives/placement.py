@@ -15,7 +15,7 @@ from ...analysis.arith import Analyzer, simplify
 from ...errors import ScheduleError
 from ..tree import loop_path
 
-ROLLING = "rolling_buffer"
+ROLLING = ir.ROLLING_ATTR
 """Block annotation of rolling_buffer: (buffer, dimension, loop, window, stride)."""
 ROLLING_LOOP = "rolling_buffer_loop"
 """Block annotation of rolling_buffer: the name of the loop the buffer rolls over."""
