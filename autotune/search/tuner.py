@@ -30,7 +30,8 @@ A resumed run's strategy first learns every trial of the log, so each strategy c
 the killed run stopped.
 
 Early stop: once a trial is ``ok``, each measurement gets ``cutoff_ms`` = :data:`CUTOFF_FACTOR`
-times the best median so far (:class:`~autotune.measure.task.MeasureTask`): a candidate whose
+times the best median so far, but at least :data:`CUTOFF_FLOOR_MS`
+(:class:`~autotune.measure.task.MeasureTask`): a candidate whose
 first timed run is slower stops there and is logged ``cutoff`` with that run's time (it uses the
 budget, is never the best, and its time still trains the cost model and the strategy).
 ``search.time_budget`` bounds the search loop's wall time (this session's): no round starts after
@@ -86,6 +87,11 @@ CUTOFF_FACTOR = 4.0
 """A candidate whose first timed run is over this many times the best median so far is not timed
 further (the same kernel timed 0.4 ms and 4-11 ms minutes apart on the shared 2-core host, so a
 smaller factor would stop good candidates measured at a busy moment)."""
+CUTOFF_FLOOR_MS = 25.0
+"""The cutoff is never below this. One timed run is at the mercy of the scheduler: on the shared
+2-core host a process descheduled for a time slice made first runs of 12-16 ms out of kernels whose
+median is 5 µs, and a cutoff of 4x a microsecond best stopped most candidates (44 of 48 random
+trials; ``results/sample_efficiency.md``). Below the floor, timing a candidate in full costs little."""
 STALE_ROUNDS = 3
 """The search stops after this many rounds in a row that log nothing new (a small space fully explored)."""
 IDLE_ROUNDS = 10
@@ -314,7 +320,7 @@ class _Search:
         ms = self.model.predicts_ms  # else the predictions are an order only: not recorded
         guess = {c.key: float(p) for c, p in zip(feasible, predicted) if ms and np.isfinite(p)}
         numbers = [self._number() for _ in chosen]
-        cutoff = None if self.best_ms is None else CUTOFF_FACTOR * self.best_ms
+        cutoff = None if self.best_ms is None else max(CUTOFF_FACTOR * self.best_ms, CUTOFF_FLOOR_MS)
         tasks = [cand.make_task(self.cfg, c.trace, cutoff_ms=cutoff) for c in chosen]
         for index, result, node in self.clock.iterate(self.executor.run(tasks)):
             c = chosen[index]
