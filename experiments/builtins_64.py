@@ -35,6 +35,7 @@ from generality import autotune_run
 from thread_scaling import _median_ms, write_results
 
 from autotune import workloads
+from autotune.measure import reference_outputs
 
 REPO = bench.REPO
 CONFIGS = REPO / "experiments" / "configs"
@@ -79,7 +80,7 @@ def compare(name: str, rounds: int, min_ms: float) -> dict[str, Any]:
     stored = json.loads(stored_path.read_text(encoding="utf-8"))
     wl = workloads.get(stored["workload"]["name"], **stored["workload"]["args"])
     inputs = wl.make_inputs(0)
-    refs = (wl.reference(*inputs),)
+    refs = tuple(reference_outputs(wl, inputs))
     row: dict[str, Any] = {"workload": name, "stored trials": stored.get("trial")}
     systems = []
     for label, path in (("stored", stored_path), ("new", new_path)):
