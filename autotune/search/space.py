@@ -5,6 +5,7 @@ A space file names a schedule *family* and says, per knob, what to search::
     name: cascade
     family: cascade          # cascade (space_cascade.py) or gemm (space_gemm.py)
     max_tile: 32             # the largest derived tile (optional)
+    rules: {register_tile: off, unroll: off}   # rules whose knobs are fixed where they do nothing
     knobs:
       tile_rows: derive      # the choices derived from the workload (also what an omitted knob gets)
       at_*: {choices: [tile, root]}     # narrow (the order sets the default: the first choice)
@@ -12,7 +13,9 @@ A space file names a schedule *family* and says, per knob, what to search::
       mode_pool1: [rolling, recompute]  # a list is short for {choices: [...]}
 
 Per-stage knobs (``at_<stage>``) are named after the function's blocks; a glob
-key such as ``at_*`` applies to all of them. A knob with one choice is fixed.
+key such as ``at_*`` applies to all of them. A knob with one choice is fixed. ``rules`` turns off
+schedule rules of the family (:mod:`autotune.search.rules`) by name: their knobs are fixed to the
+values under which they do nothing (``regtile_*: 0``), and narrowing one of them too is an error.
 ``SearchSpace.apply(func, assignment)`` builds the schedule through Schedule
 methods only; ``sch.trace_json()`` is what a trial records.
 """
@@ -93,7 +96,8 @@ class Knob:
     def active(self, values: Mapping[str, Any]) -> bool:
         """Whether the knob matters under ``values`` (the other knobs' values)."""
         return all(
-            name in values and any(same_value(values[name], v) for v in allowed) for name, allowed in self.requires
+            name in values and any(same_value(values[name], v) for v in allowed)
+            for name, allowed in self.requires
         )
 
 
@@ -139,7 +143,9 @@ class SearchSpace:
         changed: set[str] = set()
         for _ in range(changes):  # distinct knobs: a second change must not undo the first
             active = self.active_values(out)
-            movable = [k for k in self.knobs if len(k.choices) > 1 and k.name in active and k.name not in changed]
+            movable = [
+                k for k in self.knobs if len(k.choices) > 1 and k.name in active and k.name not in changed
+            ]
             if not movable:
                 break
             knob = movable[int(rng.integers(len(movable)))]
@@ -164,10 +170,13 @@ class SearchSpace:
         placed: set[str] = set()
         while pending:  # a control that is itself conditional goes after the knobs it requires
             ready = next(
-                (k for k in pending if all(name in placed or name not in names for name, _ in k.requires)), None
+                (k for k in pending if all(name in placed or name not in names for name, _ in k.requires)),
+                None,
             )
             if ready is None:
-                raise ValueError(f"space {self.name!r}: knobs require each other: {[k.name for k in pending]}")
+                raise ValueError(
+                    f"space {self.name!r}: knobs require each other: {[k.name for k in pending]}"
+                )
             order.append(ready)
             placed.add(ready.name)
             pending.remove(ready)
@@ -228,7 +237,7 @@ def load_space(
     does not fit the workload.
     """
     doc = read_yaml(path)
-    top = Section(doc, (), doc.data, ("name", "family", "max_tile", "knobs"), required=("family",))
+    top = Section(doc, (), doc.data, ("name", "family", "max_tile", "rules", "knobs"), required=("family",))
     family = FAMILIES[top.choice("family", sorted(FAMILIES), "")]
     max_tile = top.integer("max_tile", family.max_tile)
     try:
@@ -244,11 +253,20 @@ def load_space(
             specs,
         )
     _check_keys(doc, specs, domains, family)
+    off = _rules_off(doc, top.get("rules"), family)
     knobs: list[Knob] = []
     fixed: list[tuple[str, Any]] = []
     for domain in domains:
         key = _key_for(domain.name, specs)
-        choices = _choices(doc, ("knobs", key), specs.get(key, "derive"), domain)
+        rule, value = next(
+            ((r, v) for pattern, (r, v) in off.items() if fnmatch.fnmatchcase(domain.name, pattern)),
+            ("", None),
+        )
+        if rule and key in specs:
+            raise doc.error(
+                ("knobs", key), f"knob {domain.name!r} is fixed by rules.{rule}: off; narrow one or the other"
+            )
+        choices = (value,) if rule else _choices(doc, ("knobs", key), specs.get(key, "derive"), domain)
         if len(choices) == 1:
             fixed.append((domain.name, choices[0]))
         else:
@@ -277,6 +295,31 @@ def _settle_requirements(
         else:
             out.append(replace(knob, requires=pending))
     return out, fixed
+
+
+def _rules_off(doc: YamlDoc, spec: Any, family: Family) -> dict[str, tuple[str, Any]]:
+    """``rules: {name: off, ...}``: for each knob name or glob of a rule turned off, the rule and the
+    value that makes it do nothing. (YAML reads a bare ``off`` as false; both spellings are taken.)"""
+    if spec is None:
+        return {}
+    if not isinstance(spec, dict):
+        raise doc.error(("rules",), f"expected a mapping of rule names to off, got {describe_value(spec)}")
+    rules = dict(family.rules)
+    if not rules:
+        raise doc.error(("rules",), f"family {family.name!r} has no rules to turn off")
+    out: dict[str, tuple[str, Any]] = {}
+    for name, value in spec.items():
+        if name not in rules:
+            raise doc.error(("rules", name), f"unknown rule{suggest(str(name), list(rules))}")
+        if value is not False and value != "off":
+            raise doc.error(("rules", name), f"expected off, got {describe_value(value)}")
+        values = rules[name]
+        if values is None:
+            raise doc.error(
+                ("rules", name), f"rule {name!r} cannot be turned off: every schedule of the family needs it"
+            )
+        out |= {pattern: (name, v) for pattern, v in values}
+    return out
 
 
 def _is_pattern(key: str) -> bool:

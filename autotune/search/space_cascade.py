@@ -73,6 +73,7 @@ class CascadeFamily(Family):
 
     name = "cascade"
     patterns = tuple(p for rule in KNOB_ORDER for p in rule.patterns)
+    rules = tuple((rule.name, rule.off) for rule in APPLY_ORDER)
     max_tile = 32
 
     def domains(

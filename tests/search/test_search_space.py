@@ -635,3 +635,36 @@ def test_every_derived_knob_has_a_kind_saying_what_it_decides() -> None:
     assert {n for n, kind in kinds.items() if kind == "location"} == {"at_pool1"}
     assert {n for n, kind in kinds.items() if kind == "window"} == {"mode_pool1"}
     assert {n for n, kind in kinds.items() if kind == "pool"} == {"pool_pool1"}
+
+
+def test_a_rule_turned_off_fixes_its_knobs_where_it_does_nothing() -> None:
+    wl, _ = small("bottleneck")
+    space = load_space(write_space("family: cascade\nrules: {register_tile: off, unroll: off}\n"), wl, POOLS[:1])
+    names = {k.name for k in space.knobs}
+    assert not any(n.startswith(("regtile_", "chblock_", "pack_", "unroll_", "fuse_", "jam")) for n in names)
+    fixed = dict(space.fixed)
+    assert fixed["regtile_expand"] == 0 and fixed["regtile_project"] == 0 and fixed["unroll_depthwise"] is False
+    assert "at_expand" in names and "tile_rows" in names  # the other rules keep their knobs
+    quoted = load_space(write_space("family: cascade\nrules: {location: 'off'}\n"), wl, POOLS[:1])
+    assert dict(quoted.fixed)["at_expand"] == "root" and "mode_expand" not in {k.name for k in quoted.knobs}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("rules: {register_tiles: off}\n", r"rules\.register_tiles: unknown rule; did you mean 'register_tile'\?"),
+        ("rules: {unroll: on}\n", r"rules\.unroll: expected off, got True"),
+        ("rules: {pools: off}\n", r"rules\.pools: rule 'pools' cannot be turned off: every schedule of the family needs it"),
+        ("rules: [unroll]\n", r"rules: expected a mapping of rule names to off"),
+        (
+            "rules: {unroll: off}\nknobs:\n  unroll_*: [true]\n",
+            r"knob 'unroll_expand' is fixed by rules\.unroll: off; narrow one or the other",
+        ),
+    ],
+)
+def test_a_bad_rules_entry_names_the_field(text: str, message: str) -> None:
+    wl, _ = small("bottleneck")
+    with pytest.raises(ConfigError, match=message):
+        load_space(write_space("family: cascade\n" + text), wl, POOLS[:1])
+    with pytest.raises(ConfigError, match="family 'gemm' has no rules to turn off"):
+        load_space(write_space("family: gemm\nrules: {unroll: off}\n"), *small("matmul")[:1])

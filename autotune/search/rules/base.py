@@ -93,8 +93,13 @@ class Nest:
 class Rule(ABC):
     """One job: the knobs it derives and the primitives their values become."""
 
+    name: ClassVar[str]
+    """How a space file names the rule (``rules: {register_tile: off}``)."""
     patterns: ClassVar[tuple[str, ...]] = ()
     """Glob keys a space file may use for this rule's per-stage knobs (``at_*``)."""
+    off: ClassVar[tuple[tuple[str, Any], ...] | None] = None
+    """The values (by knob name or glob) under which the rule does nothing, that ``rules: {name: off}``
+    fixes; None for a rule every schedule needs."""
 
     @abstractmethod
     def domains(self, chain: Chain) -> list[Domain]:

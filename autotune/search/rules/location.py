@@ -48,6 +48,9 @@ class Inline(Rule):
     recomputed where it is read. An inlined stage has no location, window or pool: those knobs are
     conditional on ``inline_<stage>`` false."""
 
+    name = "inline"
+    off = (("inline_*", False),)
+
     patterns = ("inline_*",)
 
     def domains(self, chain: Chain) -> list[Domain]:
@@ -76,6 +79,9 @@ class Padding(Rule):
 
     The copies are made here at root; :class:`Location` moves those that go to the tile loop.
     """
+
+    name = "padding"
+    off = (("pad_*", "inline"),)
 
     patterns = ("pad_*", "padat_*")
 
@@ -118,6 +124,9 @@ class Location(Rule):
     Conditional: only while every movable stage that reads it is at the tile loop too (a reader at
     root runs outside the loop, and compute_at would refuse); otherwise at root. The padded copies
     that go to the tile loop (:class:`Padding`) go there with their stage."""
+
+    name = "location"
+    off = (("at_*", "root"),)
 
     patterns = ("at_*",)
 
@@ -162,6 +171,9 @@ class Window(Rule):
     """``mode_<stage>`` recompute | rolling: for an intermediate at the tile loop whose rows overlap
     from tile to tile (a later stage reads it through a window), recompute the overlapping rows in
     every tile or keep them in a rolling buffer (``rolling_buffer``). Conditional: only at tile."""
+
+    name = "window"
+    off = (("mode_*", "recompute"),)
 
     patterns = ("mode_*",)
 

@@ -29,6 +29,9 @@ class Parallel(Rule):
       up to 1.7x slower in some processes (experiments/copy_pad.py). Conditional: only with
       ``parallel: outer``."""
 
+    name = "parallel"
+    off = (("parallel", "none"),)
+
     def domains(self, chain: Chain) -> list[Domain]:
         rows = chain.cascade.rows
         out = [choice_domain("parallel", ("none", "outer") if rows > 1 else ("none",), kind="parallel")]
@@ -48,6 +51,9 @@ class Vectorize(Rule):
     """``vectorize`` false | true: mark the innermost non-reduction loop of the last stage (the fused
     one if fused). Conditional: only when the last stage has no register tile (its nest has the SLP
     vectoriser then)."""
+
+    name = "vectorize"
+    off = (("vectorize", False),)
 
     def domains(self, chain: Chain) -> list[Domain]:
         c = chain.cascade

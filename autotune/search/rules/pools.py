@@ -20,6 +20,8 @@ class Pools(Rule):
     intermediate buffer that is not inlined, when the config has pools. The planner places each allocation in its pool
     and the candidate is infeasible (never compiled) where a pool overflows."""
 
+    name = "pools"
+
     patterns = ("pool_*",)
 
     def domains(self, chain: Chain) -> list[Domain]:

@@ -24,6 +24,8 @@ class RowTiles(Rule):
     any stage moves, so that each part has its own tile loop and rolling windows. Loops above the
     row loop (a batch of more than one) go inside the tile loop."""
 
+    name = "row_tiles"
+
     def domains(self, chain: Chain) -> list[Domain]:
         return [int_domain("tile_rows", chain.row_tiles, 1, chain.cascade.rows)]
 
@@ -46,6 +48,9 @@ class Strip(Rule):
     """``strip``: 0 | columns of the last stage's output per strip: the strip loop goes above the
     tile loop (below the parallel parts), so intermediates hold tile x strip windows (0: whole
     rows). Offered where the last stage has a column loop below its row loop."""
+
+    name = "strip"
+    off = (("strip", 0),)
 
     def domains(self, chain: Chain) -> list[Domain]:
         c = chain.cascade
@@ -116,6 +121,9 @@ class RegisterTile(Rule):
     unrolling beats the plain loop and seldom drew a tile: in one 280-trial run, 238 unrolled the
     expand stage, 32 drew its tile, 6 of those ran and none of the 6 was parallel).
     """
+
+    name = "register_tile"
+    off = (("regtile_*", 0),)
 
     patterns = ("regtile_*", "chblock_*", "pack_*")
 

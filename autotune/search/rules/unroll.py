@@ -50,6 +50,9 @@ class Unroll(Rule):
       (experiments/knob_variants.py, results/knob_variants_pool_chain.md). Conditional like jam_.
     """
 
+    name = "unroll"
+    off = (("fuse_*", False), ("unroll_*", False))
+
     patterns = ("fuse_*", "unroll_*", "jam_*", "jamrows_*")
 
     def domains(self, chain: Chain) -> list[Domain]:
