@@ -18,7 +18,7 @@ One round:
    again. A proposal whose trace (or, if invalid, whose knobs) is already logged is not tried
    again: the strategy is told the logged result;
 2. rank the feasible ones with the cost model, refitted every round on the
-   features (:mod:`autotune.search.features`) of every ``ok`` trial so far;
+   features (:mod:`autotune.search.features`) of every timed (``ok`` or ``cutoff``) trial so far;
 3. measure ``measure_per_round`` of them: the best by prediction, plus an
    ``epsilon`` share at random (seeded per round); all at random while the
    model is not ready;
@@ -41,10 +41,9 @@ Before the first round, :func:`~autotune.search.feasibility.check_fits` makes
 sure that some schedule of the space fits the pools and ``peak_limit`` (else a
 ConfigError with the smallest peak, and no output directory). The search stops
 when ``search.trials`` trials that use the budget are logged (``ok``, ``cutoff``, ``wrong``,
-``timeout``, ``crashed``, ``error`` and ``invalid``: every status but
-``infeasible``), when ``search.time_budget`` has passed, when :data:`STALE_ROUNDS` rounds in a row find nothing new (a
-small space fully explored), or when :data:`IDLE_ROUNDS` rounds in a row measure
-nothing. Then :mod:`autotune.search.best` re-measures the top
+``timeout``, ``crashed``, ``error`` and ``invalid``: every status but ``infeasible``), when
+``search.time_budget`` has passed, when :data:`STALE_ROUNDS` rounds in a row find nothing new (a
+small space fully explored), or when :data:`IDLE_ROUNDS` rounds in a row measure nothing. Then :mod:`autotune.search.best` re-measures the top
 trials and the default schedule and writes ``best.json``, ``best_ir.txt`` and
 ``best_kernel.py``. The report layer sits below this one, so ``tune`` calls
 the ``report`` it is given (the CLI passes ``autotune.report.write_report``).
