@@ -7,34 +7,30 @@ _c0 = np.float32(0.0)
 
 
 @numba.njit(cache=True, fastmath={"afn", "arcp", "contract", "nsz", "reassoc"}, nogil=True, error_model="numpy", parallel=True)
-def mlp(x, w1, b1, w2, fc2, fc1_data, fc1_bias_data):
+def mlp(x, w1, b1, w2, fc2, fc1_data):
     # x: float32[128, 512]
     # w1: float32[2048, 512]
     # b1: float32[2048]
     # w2: float32[512, 2048]
     # fc2: float32[128, 512]
-    # fc1_data: float32[18432] (allocation fc1 in pool sram at offset 0)
-    # fc1_bias_data: float32[18432] (allocation fc1_bias in pool sram at offset 73728)
+    # fc1_data: float32[34816] (allocation fc1 in pool sram at offset 0)
     x_flat = x.reshape(-1)
     w1_flat = w1.reshape(-1)
     w2_flat = w2.reshape(-1)
     fc2_flat = fc2.reshape(-1)
     for i_2_0 in numba.prange(2):
-        for i_2_1 in range(16):
-            for i in range(4):
+        for i_2_1 in range(8):
+            for i in range(8):
                 for o in range(2048):
                     fc1_acc_0 = _c0
                     fc1_acc_0 = _c0
                     for k in range(512):
-                        fc1_acc_0 = fc1_acc_0 + x_flat[np.uintp(i_2_0 * 32768 + i_2_1 * 2048 + i * 512 + k)] * w1_flat[np.uintp(o * 512 + k)]
-                    fc1_data[np.uintp(i_2_0 * 9216 + i * 2048 + o)] = fc1_acc_0
-            for i_1 in range(4):
-                for o_1 in range(2048):
-                    fc1_bias_data[np.uintp(i_2_0 * 9216 + i_1 * 2048 + o_1)] = max(fc1_data[np.uintp(i_2_0 * 9216 + i_1 * 2048 + o_1)] + b1[o_1], _c0)
-            for i_2_2 in range(4):
+                        fc1_acc_0 = fc1_acc_0 + x_flat[np.uintp(i_2_0 * 32768 + i_2_1 * 4096 + i * 512 + k)] * w1_flat[np.uintp(o * 512 + k)]
+                    fc1_data[np.uintp(i_2_0 * 17408 + i * 2048 + o)] = fc1_acc_0
+            for i_2_2 in range(8):
                 for o_2 in range(512):
                     fc2_flat_acc_0 = _c0
                     fc2_flat_acc_0 = _c0
                     for k_1 in range(2048):
-                        fc2_flat_acc_0 = fc2_flat_acc_0 + fc1_bias_data[np.uintp(i_2_0 * 9216 + i_2_2 * 2048 + k_1)] * w2_flat[np.uintp(o_2 * 2048 + k_1)]
-                    fc2_flat[np.uintp(i_2_0 * 32768 + i_2_1 * 2048 + i_2_2 * 512 + o_2)] = fc2_flat_acc_0
+                        fc2_flat_acc_0 = fc2_flat_acc_0 + max(fc1_data[np.uintp(i_2_0 * 17408 + i_2_2 * 2048 + k_1)] + b1[k_1], _c0) * w2_flat[np.uintp(o_2 * 2048 + k_1)]
+                    fc2_flat[np.uintp(i_2_0 * 32768 + i_2_1 * 4096 + i_2_2 * 512 + o_2)] = fc2_flat_acc_0
