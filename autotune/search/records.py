@@ -239,7 +239,7 @@ ISA_FEATURES = (
     "avx512vnni", "avx512bf16", "avx512fp16", "amx-tile", "neon", "sve", "sve2",
 )  # fmt: skip
 """The vector ISA features a run records when the host has them (LLVM's names)."""
-UNFINGERPRINTED = ("name", "output", "search.trials", "ray.address", "ray.workers")
+UNFINGERPRINTED = ("name", "output", "search.trials", "search.time_budget", "ray.address", "ray.workers")
 """Config fields a resumed run may change: they do not change what the search explores or measures."""
 
 

@@ -175,6 +175,8 @@ def test_config_fields_leave_out_what_a_resume_may_change(tmp_path: Path) -> Non
     assert len(fields["search.space_sha256"]) == 64
     more = load_config(write(tmp_path, trials=40), {"workers": 1, "output": str(tmp_path / "elsewhere")})
     assert fingerprint(config_fields(more)) == fingerprint(fields)
+    timed = load_config(write(tmp_path, time_budget="10m"))  # a resumed run may be given more time
+    assert timed.search.time_budget is not None and fingerprint(config_fields(timed)) == fingerprint(fields)
 
 
 def test_a_changed_workload_file_changes_the_fingerprint(tmp_path: Path) -> None:
