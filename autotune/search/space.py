@@ -30,8 +30,6 @@ from math import prod
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from .. import ir
 from ..config import Section, YamlDoc, describe_value, read_yaml, suggest
 from ..errors import ConfigError
@@ -134,28 +132,6 @@ class SearchSpace:
         """The knobs of ``values`` that are active (those a sampler is asked for), by name."""
         given = {**dict(self.fixed), **values}
         return {k.name: values[k.name] for k in self.knobs if k.active(given)}
-
-    def mutate(self, values: Mapping[str, Any], rng: np.random.Generator, changes: int = 1) -> dict[str, Any]:
-        """``values`` with ``changes`` knobs, each active where it is drawn, set to another of their
-        choices (MetaSchedule's mutation of a good schedule); knobs that the change makes inactive
-        go back to their default, as a sampler leaves them. The result names every knob."""
-        out = {k.name: values.get(k.name, k.choices[0]) for k in self.knobs}
-        changed: set[str] = set()
-        for _ in range(changes):  # distinct knobs: a second change must not undo the first
-            active = self.active_values(out)
-            movable = [
-                k for k in self.knobs if len(k.choices) > 1 and k.name in active and k.name not in changed
-            ]
-            if not movable:
-                break
-            knob = movable[int(rng.integers(len(movable)))]
-            changed.add(knob.name)
-            others = [c for c in knob.choices if not same_value(c, out[knob.name])]
-            out[knob.name] = others[int(rng.integers(len(others)))]
-        for k in self.search_order():  # in order: a control reset to its default may switch off more
-            if k.name not in self.active_values(out):
-                out[k.name] = k.choices[0]
-        return out
 
     def _controlling(self) -> set[str]:
         return {name for k in self.knobs for name, _ in k.requires}

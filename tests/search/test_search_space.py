@@ -599,12 +599,14 @@ def test_bad_space_file(case: str) -> None:
 
 
 def test_mutate_changes_active_knobs_and_resets_the_inactive() -> None:
+    from autotune.search.mutators import mutate
+
     _, space = small("pool_chain")
     parent = {**space.default(), "unroll_pool2": True, "jam_pool2": 4, "jamrows_pool2": 2, "parallel": "outer"}
     rng = np.random.default_rng(0)
     seen = set()
     for _ in range(200):
-        child = space.mutate(parent, rng, changes=1)
+        child = dict(mutate(space, parent, rng, changes=1))
         assert set(child) == {k.name for k in space.knobs}
         assert all(child[k.name] in k for k in space.knobs)
         changed = {k for k in child if child[k] != parent[k]}
@@ -620,7 +622,7 @@ def test_mutate_changes_active_knobs_and_resets_the_inactive() -> None:
     assert "jam_pool1" not in seen and {"tile_rows", "strip", "jam_pool2", "jamrows_pool2", "copy_pad"} <= seen
     for seed in range(50):  # two distinct knobs: the second never undoes the first (it may switch
         # the first one off: copy_pad, then parallel none, leaves one change)
-        two = space.mutate(parent, np.random.default_rng(seed), changes=2)
+        two = dict(mutate(space, parent, np.random.default_rng(seed), changes=2))
         assert 1 <= sum(two[k] != parent[k] for k in two) <= 4
 
 
