@@ -1,7 +1,7 @@
 """Apply a consumer's clamp where the value is produced.
 
-A chain's activation is part of the consumer's expression: the depthwise stage
-of an inverted bottleneck reads ``relu6(expand[...])`` and the project stage
+A chain's activation is part of the consumer's expression: a depthwise stage
+after a 1x1 convolution reads ``relu6(conv[...])``, and a 1x1 stage after it
 ``relu6(depthwise[...])``. A 3x3 window reads each element 9 times and a 1x1
 projection onto 16 channels 16 times, so the clamp runs 9 or 16 times per
 element; in a register tile it is scalar work between the vector FMAs. This

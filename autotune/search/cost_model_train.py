@@ -8,7 +8,7 @@ into features (:mod:`autotune.search.features`). A share of each run's trials is
 and :func:`~autotune.search.cost_model.top_k_recall` say how well it orders them. The model saved
 is then fitted on every row, with those figures in the file::
 
-    rows = [log_rows("results/pool_chain"), log_rows("results/bottleneck")]
+    rows = [log_rows("runs/chain_a"), log_rows("runs/chain_b")]
     model, held_out = train(rows, holdout=0.25, seed=0)
     save_model(model, "model.json", {"trained_on": ..., "held_out": ...})
 """
