@@ -70,6 +70,9 @@ class Cascade:
     packable: tuple[str, ...] = ()
     """Tileable stages whose tile copies an operand with its channel dimension last (a dense weight,
     :attr:`_TilePlan.packed`), per block of channels or whole."""
+    dot_tileable: tuple[str, ...] = ()
+    """Tileable stages whose operands are all contiguous along the innermost reduction loop
+    (:attr:`_TilePlan.dot`): a tile may vectorise that loop instead of the channels, with no copy."""
     consumers: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """``(stage, readers)``: for each movable stage, the movable stages that read its buffer (it can
     be computed at the tile loop only where they are: a reader at root runs outside the loop)."""
@@ -257,6 +260,7 @@ def _describe(
         tile_channels=tuple((name, plan.channels) for name, plan in plans.items()),
         row_tiled=tuple(name for name, plan in plans.items() if plan.rows),
         packable=tuple(name for name, plan in plans.items() if plan.packed),
+        dot_tileable=tuple(name for name, plan in plans.items() if plan.dot),
         consumers=consumers,
         padded=tuple(padded),
     )

@@ -131,6 +131,9 @@ class _TilePlan:
     """Read regions of operands to copy with the channel dimension last (:func:`_packed_operands`)."""
     rows: bool = False
     """The column loop is the stage's own row loop (a dense layer or a matmul has no other)."""
+    dot: bool = False
+    """Every operand is contiguous along the innermost reduction loop (:func:`_dot_form`): the tile
+    can keep one vector accumulator per output and vectorise that loop, with no copy."""
 
     @property
     def block(self) -> int:
@@ -185,6 +188,28 @@ def _tile_plan(func: ir.Func, block: ir.Block, row_dim: int) -> _TilePlan | None
         tuple(f.loop_var.name for f in reductions),
         _packed_operands(block, bound[1], reduce, {id(b) for b in func.params}),
         rows,
+        _dot_form(block, reductions[-1]),
+    )
+
+
+def _dot_form(block: ir.Block, innermost: ir.For) -> bool:
+    """Whether every load of ``block`` but its own output's indexes its last dimension with exactly
+    the iter var of ``innermost`` (a reduction loop) and no other dimension with it: a dense layer
+    with weights ``[O, K]`` (``x[i, k] * w[o, k]``), ``Q K^T`` (``q[i, d] * k[j, d]``). Along that loop
+    all operands are unit-stride, so its iterations vectorise as loads of whole vectors."""
+    moved = set(_bound_vars(block, innermost))
+    out = _written(block)
+    loads = [ld for ld in ir.collect(block.body, ir.BufferLoad) if ld.buffer is not out]
+    return (
+        bool(moved)
+        and bool(loads)
+        and all(
+            ld.indices
+            and isinstance(ld.indices[-1], ir.Var)
+            and ld.indices[-1] in moved
+            and not any(ir.free_vars(i) & moved for i in ld.indices[:-1])
+            for ld in loads
+        )
     )
 
 

@@ -319,13 +319,54 @@ def test_dense_layers_get_tiles_over_their_rows_with_packed_weights() -> None:
     c = analyze_cascade(_mlp().func)
     assert c.tileable == (("fc1", 64), ("fc2", 16)) and c.row_tiled == ("fc1", "fc2")
     assert c.packable == ("fc1", "fc2")
+    # x[i, k] * w1[o, k]: every operand is contiguous along k, so a tile may vectorise k instead
+    assert c.dot_tileable == ("fc1", "fc2")
     knobs = {k.name: k for k in load_space(SPACES_DIR / "cascade.yaml", _mlp(), POOLS).knobs}
     assert knobs["regtile_fc1"].requires == (("tile_rows", (2, 4, 8)),)  # rows in the tile loop
-    # 128 channels in blocks of 64 (or 32, 16): the copy can be made per block
     tiles = (1, 2, 4, 8, 16)
-    assert knobs["pack_fc1"] == Knob("pack_fc1", ("block", "root"), (("regtile_fc1", tiles),), "location")
-    assert knobs["chblock_fc1"] == Knob("chblock_fc1", (64, 32, 16), (("regtile_fc1", tiles),), "tile")
+    assert knobs["dot_fc1"] == Knob("dot_fc1", (0, 1, 2, 4, 8), (("regtile_fc1", tiles),), "tile")
+    # 128 channels in blocks of 64 (or 32, 16): the copy can be made per block, for a tile over channels
+    over_channels = (("regtile_fc1", tiles), ("dot_fc1", (0,)))
+    assert knobs["pack_fc1"] == Knob("pack_fc1", ("block", "root"), over_channels, "location")
+    assert knobs["chblock_fc1"] == Knob("chblock_fc1", (64, 32, 16), over_channels, "tile")
     assert "pack_fc2" not in knobs  # 16 channels, one block: the copy is whole
+
+
+def test_a_convolution_gets_no_dot_product_tile() -> None:
+    """An NHWC convolution's weight [KH, KW, C, O] is not contiguous along its innermost reduction
+    (the input channels): its tile vectorises the output channels."""
+    c = analyze_cascade(_resnet_body().func)
+    assert c.tileable and c.dot_tileable == ()
+    names = {k.name for k in load_space(SPACES_DIR / "cascade.yaml", _resnet_body(), POOLS).knobs}
+    assert not {n for n in names if n.startswith("dot_")}
+
+
+@pytest.mark.slow
+def test_dot_product_tiles_vectorise_the_reduction_with_no_copy_and_equal_numpy() -> None:
+    """``dot_<stage>``: rows x channels accumulators in the innermost loop over k, each operand read
+    in place (no copy of a weight), the tile's rows clamped to what the vector registers hold."""
+    wl = _mlp()
+    space = load_space(SPACES_DIR / "cascade.yaml", wl, POOLS)
+    values = space.default() | {"tile_rows": 4, "regtile_fc1": 4, "dot_fc1": 4, "regtile_fc2": 16, "dot_fc2": 8}
+    lowered = lower(space.apply(wl.func, values).func, pools=POOLS)
+    text = str(lowered.func)
+    assert "_global" not in text  # no copy of w1 or w2
+    # the reduction loop k holds the unrolled tile: 4 rows x 4 channels of fc1; fc2's 16 rows x 8
+    # channels would need 152 vector registers, 2 rows x 8 channels fit the 32 of AVX-512
+    tiles = {
+        f.loop_var.name: [ir.as_int(g.extent) for g in ir.collect(f.body, ir.For)]
+        for f in ir.collect(lowered.func.body, ir.For)
+        if f.loop_var.name in ("k", "k_1")
+    }
+    assert tiles == {"k": [4, 4], "k_1": [2, 8]}
+    assert (
+        "fc1_acc[i_1_1 * 4 + o_1_1] = fc1_acc[i_1_1 * 4 + o_1_1] + x_flat[i_2_0 * 64 + i_1_1 * 16 + k]"
+        " * w1_flat[o_0 * 64 + o_1_1 * 16 + k]"
+    ) in text
+    inputs = wl.make_inputs(0)
+    outputs = empty_outputs(lowered.func)
+    build(lowered.func, lowered.plan)(*inputs, *outputs)
+    np.testing.assert_allclose(outputs[0], reference_outputs(wl, inputs)[0], rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.slow

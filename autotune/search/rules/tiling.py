@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ... import ir
 from ...analysis.chain import Cascade
-from ...analysis.stage_loops import _block, _tile_plan
+from ...analysis.stage_loops import _block, _tile_plan, _TilePlan
 from ...errors import ScheduleError
 from ...schedule import Schedule
 from ..space_family import Domain, choice_domain, divisors, int_domain
 from ..target import Target
 from .base import Chain, Nest, Rule, register_tiled, tile_choices
 
-__all__ = ["REGISTER_COLUMNS", "RegisterTile", "RowTiles", "Strip", "channel_blocks"]
+__all__ = [
+    "REGISTER_COLUMNS",
+    "RegisterTile",
+    "RowTiles",
+    "Strip",
+    "channel_blocks",
+    "dot_channels",
+    "dot_tile",
+]
 
 
 class RowTiles(Rule):
@@ -102,6 +110,13 @@ class RegisterTile(Rule):
       1.14-1.5 ms without, in the same process (results/knob_variants_bottleneck.md). Offered up
       to as many accumulators as the host's vector registers hold (``Target.register_floats``: 128
       float32 on AVX2, 512 on AVX-512) beside the smallest channel block.
+    - ``dot_<stage>`` 0 | 1 | 2 | 4 | 8, where every operand is contiguous along the stage's
+      innermost reduction loop (a dense layer's weight [O, K], ``Q K^T``; ``Cascade.dot_tileable``):
+      a tile of that many channels (0: the tile over a block of channels below) by the tile's
+      columns, vectorised along the reduction instead of the channels (:func:`dot_tile`): one
+      vector accumulator per output, no copy of an operand, so no workspace for the weight's
+      panels and no copy per row tile. The columns are clamped to what the vector registers hold
+      beside the tile's operand vectors. Figures: ``experiments/dot_tiles.py``.
     - ``chblock_<stage>``: the channels of the tile: the largest divisor of the stage's channels up
       to codegen's UNROLL_LIMIT (48 of 96; the default), or a smaller divisor that fills whole
       float32 vectors of the target (16 channels, one 512-bit register). A narrower block leaves
@@ -125,7 +140,7 @@ class RegisterTile(Rule):
     name = "register_tile"
     off = (("regtile_*", 0),)
 
-    patterns = ("regtile_*", "chblock_*", "pack_*")
+    patterns = ("regtile_*", "dot_*", "chblock_*", "pack_*")
 
     def domains(self, chain: Chain) -> list[Domain]:
         c, target = chain.cascade, chain.target
@@ -137,12 +152,15 @@ class RegisterTile(Rule):
             # a tile over the rows needs rows in the tile loop
             rows = (("tile_rows", tuple(t for t in chain.row_tiles if t > 1)),) if s in c.row_tiled else ()
             out.append(choice_domain(f"regtile_{s}", (0, *tiles), rows, kind="tile"))
+            dots = dot_channels(channels, target) if s in c.dot_tileable else ()
+            over_channels: tuple[tuple[str, tuple[Any, ...]], ...] = ((f"regtile_{s}", tiles),)
+            if dots:
+                out.append(choice_domain(f"dot_{s}", (0, *dots), over_channels, kind="tile"))
+                over_channels = (*over_channels, (f"dot_{s}", (0,)))
             if len(blocks) > 1:
-                out.append(choice_domain(f"chblock_{s}", blocks, ((f"regtile_{s}", tiles),), kind="tile"))
+                out.append(choice_domain(f"chblock_{s}", blocks, over_channels, kind="tile"))
             if s in c.packable and blocks[-1] < channels:
-                out.append(
-                    choice_domain(f"pack_{s}", ("block", "root"), ((f"regtile_{s}", tiles),), kind="location")
-                )
+                out.append(choice_domain(f"pack_{s}", ("block", "root"), over_channels, kind="location"))
         return out
 
     def apply(
@@ -150,17 +168,35 @@ class RegisterTile(Rule):
     ) -> Schedule:
         tiled = register_tiled(c, values)
         for stage, block in c.tileable:
-            if stage in tiled:
+            if stage not in tiled:
+                continue
+            row_dim, columns = dict(c.row_dims)[stage], values[f"regtile_{stage}"]
+            if values.get(f"dot_{stage}", 0):
+                sch = dot_tile(sch, stage, row_dim, columns, values[f"dot_{stage}"], target.vector_registers)
+            else:
                 sch = register_tile(
                     sch,
                     stage,
-                    dict(c.row_dims)[stage],
-                    values[f"regtile_{stage}"],
+                    row_dim,
+                    columns,
                     values.get(f"pack_{stage}", "block"),
                     values.get(f"chblock_{stage}", block),
                     target.register_floats,
                 )
         return sch
+
+
+def dot_channels(channels: int, target: Target) -> tuple[int, ...]:
+    """Channels a dot-product tile (:func:`dot_tile`) may hold: the divisors of ``channels`` among
+    1, 2, 4, 8 whose one-column tile fits the vector registers."""
+    return tuple(
+        d for d in (1, 2, 4, 8) if channels % d == 0 and _dot_registers(1, d) <= target.vector_registers
+    )
+
+
+def _dot_registers(columns: int, channels: int) -> int:
+    """Vector registers a dot-product tile holds: an accumulator per output, a vector per operand row."""
+    return columns * channels + columns + channels
 
 
 def register_tile(
@@ -179,15 +215,63 @@ def register_tile(
     within ``accumulators`` (the registers' floats). An operand read across the channels with a
     stride (a dense weight) is first copied with its channel dimension last, per channel block
     (``pack="block"``: a [reduction, block] panel) or whole (``"root"``)."""
-    block = _block(sch.func, stage)
-    plan = _tile_plan(sch.func, block, row_dim)
-    if plan is None:
-        raise ScheduleError("regtile", f"stage '{stage}' is not a contraction over columns and channels")
+    plan = _plan(sch, stage, row_dim, "regtile")
     width = plan.block if channels is None else channels
-    if plan.channels % width:
-        raise ScheduleError("regtile", f"stage '{stage}': {width} channels do not divide its {plan.channels}")
     room = accumulators or columns * width
-    factor = max(d for d in divisors(plan.columns) if d <= columns and (d == 1 or d * width <= room))
+    sch, outer, above = _tile_loops(
+        sch, stage, plan, columns, width, lambda d: d == 1 or d * width <= room, "regtile"
+    )
+    for index in plan.packed:
+        sch = _pack(sch, stage, index, above if above and pack == "block" else None)
+    # the copy stays outside the outlined nest, allocated per block
+    return sch.set_vectorizer("slp", loop=outer)
+
+
+def dot_tile(
+    sch: Schedule, stage: str, row_dim: int, columns: int, channels: int, registers: int
+) -> Schedule:
+    """``columns`` output columns by ``channels`` channels of ``stage`` whose operands are all
+    contiguous along its innermost reduction loop (:attr:`~autotune.analysis.stage_loops._TilePlan.dot`:
+    a dense layer with weights ``[O, K]``, ``Q K^T``): the reduction loops go above the unrolled
+    tile, so that the innermost reduction loop holds ``columns x channels`` accumulators, which
+    the loop vectoriser turns into one vector accumulator each, summed across lanes once at the
+    end; each iteration loads one vector per column and per channel. No operand is copied (the
+    copy-free alternative to :func:`register_tile`'s channels-last panels). The columns are at most
+    the largest divisor of the column loop whose tile, with its operand vectors, fits ``registers``."""
+    plan = _plan(sch, stage, row_dim, "dot_tile")
+    if not plan.dot:
+        raise ScheduleError(
+            "dot_tile", f"stage '{stage}': an operand is not contiguous along its innermost reduction loop"
+        )
+    sch, _, _ = _tile_loops(
+        sch, stage, plan, columns, channels, lambda d: _dot_registers(d, channels) <= registers, "dot_tile"
+    )
+    return sch
+
+
+def _plan(sch: Schedule, stage: str, row_dim: int, primitive: str) -> _TilePlan:
+    plan = _tile_plan(sch.func, _block(sch.func, stage), row_dim)
+    if plan is None:
+        raise ScheduleError(primitive, f"stage '{stage}' is not a contraction over columns and channels")
+    return plan
+
+
+def _tile_loops(
+    sch: Schedule,
+    stage: str,
+    plan: _TilePlan,
+    columns: int,
+    width: int,
+    fits: Callable[[int], bool],
+    primitive: str,
+) -> tuple[Schedule, str, str | None]:
+    """Split ``plan``'s channel loop by ``width`` and its column loop by the largest divisor up to
+    ``columns`` that ``fits``; put the reduction loops above the tile's unrolled columns and
+    channels. Returns the schedule, the column loop above the tile and the channel-block loop (None
+    when the tile holds all the channels)."""
+    if plan.channels % width:
+        raise ScheduleError(primitive, f"stage '{stage}': {width} channels do not divide its {plan.channels}")
+    factor = max(d for d in divisors(plan.columns) if d <= columns and fits(d))
     outer, above, tile = plan.column, [], [plan.channel]
     if width < plan.channels:
         sch = sch.split(plan.channel, [None, width])
@@ -196,16 +280,13 @@ def register_tile(
         sch = sch.split(plan.column, [None, factor])
         outer, inner = sch.last
         tile.insert(0, inner)
-    # an operand read across the channels with a stride is copied per channel block with the channel
-    # dimension last, once for all the columns: the channel block loop goes above them
+    # an operand read across the channels with a stride (a packed copy, or the rows of a dot-product
+    # tile's operand) is read once for all the columns: the channel block loop goes above them
     order = [*above, outer] if plan.packed else [outer, *above]
     sch = sch.reorder(*order, *plan.reductions, *tile)
     for loop in tile:
         sch = sch.unroll(loop)
-    for index in plan.packed:
-        sch = _pack(sch, stage, index, above[0] if above and pack == "block" else None)
-    # the copy stays outside the outlined nest, allocated per block
-    return sch.set_vectorizer("slp", loop=outer)
+    return sch, outer, (above[0] if above else None)
 
 
 def _pack(sch: Schedule, stage: str, index: int, loop: str | None) -> Schedule:
