@@ -45,8 +45,12 @@ def test_register_tile_knobs_and_their_conditions() -> None:
     assert knobs["regtile_expand"] == Knob("regtile_expand", (0, 1, 2, 4, 8, 16), kind="tile")
     assert knobs["regtile_project"] == Knob("regtile_project", (0, 1, 2, 4, 8, 16), kind="tile")
     # a tiled stage is not unrolled: unroll is the conditional knob, so a sampler draws the tile first
-    assert knobs["unroll_expand"] == Knob("unroll_expand", (False, True), (("regtile_expand", (0,)),), "unroll")
-    assert knobs["unroll_project"] == Knob("unroll_project", (False, True), (("regtile_project", (0,)),), "unroll")
+    assert knobs["unroll_expand"] == Knob(
+        "unroll_expand", (False, True), (("regtile_expand", (0,)),), "unroll"
+    )
+    assert knobs["unroll_project"] == Knob(
+        "unroll_project", (False, True), (("regtile_project", (0,)),), "unroll"
+    )
     # the last stage's vector mark means nothing once its loops are a register tile
     assert knobs["vectorize"].requires == (("regtile_project", (0,)),)
     assert not knobs["unroll_expand"].active({"regtile_expand": 4})
@@ -73,11 +77,17 @@ def _tiled_source() -> tuple[Any, Any, str]:
 def test_register_tile_source(golden: Any) -> None:
     _, _, text = _tiled_source()
     golden("search/space_bottleneck_regtile", text)
-    assert "# outlined: bottleneck_x_0 (vectorizer: slp)\n# outlined: bottleneck_x_2_0 (vectorizer: slp)\n" in text
+    assert (
+        "# outlined: bottleneck_x_0 (vectorizer: slp)\n# outlined: bottleneck_x_2_0 (vectorizer: slp)\n"
+        in text
+    )
     project = text[text.index("def bottleneck_x_2_0") : text.index("def bottleneck(")]
     body = project[project.index("for rc_1") :]
     # 2 columns x 4 channels of accumulators; depthwise stores its relu6 (clamp_at_producer): no clamp here
-    assert len({line.split(" = ")[0].strip() for line in body.splitlines() if "_acc_" in line.split(" = ")[0]}) == 8
+    assert (
+        len({line.split(" = ")[0].strip() for line in body.splitlines() if "_acc_" in line.split(" = ")[0]})
+        == 8
+    )
     assert "max(" not in body and "min(" not in body
     assert "depthwise_data[np.uintp(x_1 * 8 + c)] = min(max(depthwise_acc_0, _c0), _c1)" in text
 
@@ -87,7 +97,9 @@ def test_an_inactive_unroll_changes_nothing() -> None:
     wl = _small()
     space = load_space(SPACES_DIR / "cascade.yaml", wl, POOLS)
     tiled = space.default() | {"regtile_project": 8}
-    assert str(space.apply(wl.func, tiled | {"unroll_project": True}).func) == str(space.apply(wl.func, tiled).func)
+    assert str(space.apply(wl.func, tiled | {"unroll_project": True}).func) == str(
+        space.apply(wl.func, tiled).func
+    )
     assert str(space.apply(wl.func, tiled).func) != str(space.apply(wl.func, space.default()).func)
 
 
@@ -121,7 +133,9 @@ def test_one_column_tile_under_a_strip_guards_the_column_outside_the_reduction()
     assert sum(line.startswith("if ") for line in lines) == 1
     assert lines.index("for rc in range(4):") > lines.index("expand_acc_7 = _c0")
     stores = [line for line in lines if line.startswith("expand_data[")]
-    assert len(stores) == 8 and all(s.endswith(f"min(max(expand_acc_{i}, _c0), _c1)") for i, s in enumerate(stores))
+    assert len(stores) == 8 and all(
+        s.endswith(f"min(max(expand_acc_{i}, _c0), _c1)") for i, s in enumerate(stores)
+    )
 
 
 def _wide_strip_tiled() -> tuple[Any, Any, str]:
@@ -139,12 +153,17 @@ def test_a_wider_tile_under_a_strip_keeps_its_accumulators_and_guards_its_column
     guard = "if 0 <= x_2_0 * 4 + x_0 * 2 + x_1_1 - 1 and x_2_0 * 4 + x_0 * 2 + x_1_1 - 1 < 8:"
     assert text.count("expand_acc = T.decl_buffer((16,)") == 1 and text.count(guard) == 2
     tile = text[text.index("expand_acc = T.decl_buffer") : text.index("for y_1 in")]
-    assert "expand[" not in tile[: tile.index("for rc in")] and "expand[" not in tile[tile.index("for rc in") : tile.rindex(guard)]
+    assert (
+        "expand[" not in tile[: tile.index("for rc in")]
+        and "expand[" not in tile[tile.index("for rc in") : tile.rindex(guard)]
+    )
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "source", [_tiled_source, _strip_tiled, _wide_strip_tiled], ids=["tiles", "one_column_under_a_strip", "two_under_a_strip"]
+    "source",
+    [_tiled_source, _strip_tiled, _wide_strip_tiled],
+    ids=["tiles", "one_column_under_a_strip", "two_under_a_strip"],
 )
 def test_register_tile_numbers(source: Callable[[], tuple[Any, Any, str]]) -> None:
     wl, lowered, _ = source()
@@ -217,7 +236,9 @@ def test_a_register_tile_takes_the_columns_that_fit_beside_its_block() -> None:
     for block, columns in ((8, 16), (64, 2)):
         sch = space.apply(wl.func, base | {"chblock_conv2": block})
         splits = [dict(s.args)["factors"] for s in sch.trace if s.op == "split"]
-        assert [None, columns] in [list(f) for f in splits] and ([None, block] in [list(f) for f in splits]) == (block < 64)
+        assert [None, columns] in [list(f) for f in splits] and (
+            [None, block] in [list(f) for f in splits]
+        ) == (block < 64)
 
 
 @pytest.mark.slow
@@ -227,7 +248,11 @@ def test_a_users_3x3_register_tiles_equal_numpy() -> None:
     values = space.default() | {"tile_rows": 2, "at_conv1": "tile", "regtile_conv1": 2, "regtile_conv2": 4}
     lowered = lower(space.apply(wl.func, values).func, pools=POOLS)
     # both tiles keep their accumulators over rh, rw and rc: the stage's output is not touched inside
-    accs = [a for a in ir.collect(lowered.func.body, ir.Allocate) if ir.ann_get(a.annotations, "scope", "") == "local"]
+    accs = [
+        a
+        for a in ir.collect(lowered.func.body, ir.Allocate)
+        if ir.ann_get(a.annotations, "scope", "") == "local"
+    ]
     assert len(accs) == 2
     for acc in accs:
         rh = next(f for f in ir.collect(acc.body, ir.For) if f.loop_var.name.startswith("rh"))
@@ -347,7 +372,13 @@ def test_dot_product_tiles_vectorise_the_reduction_with_no_copy_and_equal_numpy(
     in place (no copy of a weight), the tile's rows clamped to what the vector registers hold."""
     wl = _mlp()
     space = load_space(SPACES_DIR / "cascade.yaml", wl, POOLS)
-    values = space.default() | {"tile_rows": 4, "regtile_fc1": 4, "dot_fc1": 4, "regtile_fc2": 16, "dot_fc2": 8}
+    values = space.default() | {
+        "tile_rows": 4,
+        "regtile_fc1": 4,
+        "dot_fc1": 4,
+        "regtile_fc2": 16,
+        "dot_fc2": 8,
+    }
     lowered = lower(space.apply(wl.func, values).func, pools=POOLS)
     text = str(lowered.func)
     assert "_global" not in text  # no copy of w1 or w2
@@ -403,3 +434,43 @@ def test_every_draw_of_a_users_chain_applies_and_lowers(chain: Callable[[], Work
             lower(space.apply(wl.func, values).func, pools=big)
         except AutotuneError as err:
             pytest.fail(f"{err}\n{space.active_values(values)}")
+
+
+def _heads(heads: int = 2, tokens: int = 8, dims: int = 16) -> Workload:
+    """A chain written here: attention scores and their product with V over several heads, a
+    batched matmul pair (``q k^T`` per head, then ``s v``), no softmax."""
+    q, k, v = (te.placeholder((heads, tokens, dims), "float32", name=n) for n in ("q", "k", "v"))
+    d = te.reduce_axis((0, dims), name="d")
+    s = te.compute((heads, tokens, tokens), lambda h, i, j: te.sum(q[h, i, d] * k[h, j, d], axis=d), name="s")
+    r = te.reduce_axis((0, tokens), name="r")
+    out = te.compute(
+        (heads, tokens, dims), lambda h, i, e: te.sum(s[h, i, r] * v[h, r, e], axis=r), name="out"
+    )
+    func = te.create_func([q, k, v], [out], name="heads")
+
+    def reference(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray]:
+        return ((q @ k.transpose(0, 2, 1)) @ v,)
+
+    flops = 2 * heads * tokens * tokens * dims * 2
+    return Workload("heads", {}, func, reference, "", flops, intermediate_bytes(func), (1.0, 1.0, 1.0))
+
+
+@pytest.mark.slow
+def test_batched_matmuls_get_tiles_per_head_and_equal_numpy() -> None:
+    """A batched matmul is a contraction like any other: the heads are the rows, ``q k^T`` (both
+    operands contiguous along d) gets a dot-product tile, ``s v`` a tile over v's channels."""
+    wl = _heads()
+    c = analyze_cascade(wl.func)
+    assert c.tileable == (("s", 8), ("out", 16)) and c.dot_tileable == ("s",)
+    space = load_space(SPACES_DIR / "cascade.yaml", wl, POOLS)
+    values = space.default() | {"at_s": "tile", "regtile_s": 4, "dot_s": 2, "regtile_out": 4}
+    lowered = lower(space.apply(wl.func, values).func, pools=POOLS)
+    text = str(lowered.func)
+    assert (
+        "s_acc[i_1_1 * 2 + j_1] = s_acc[i_1_1 * 2 + j_1] + q_flat[h_1_0 * 128 + i_0 * 64 + i_1_1 * 16 + d]"
+        " * k_flat[h_1_0 * 128 + j_0 * 32 + j_1 * 16 + d]"
+    ) in text
+    inputs = wl.make_inputs(0)
+    outputs = empty_outputs(lowered.func)
+    build(lowered.func, lowered.plan)(*inputs, *outputs)
+    np.testing.assert_allclose(outputs[0], reference_outputs(wl, inputs)[0], rtol=1e-4, atol=1e-4)
