@@ -4,6 +4,9 @@
 - :func:`noisy` flags ``ok`` trials whose timing spread is large against their median:
   ``(median - min) / median`` or ``IQR / median`` above :data:`NOISE_THRESHOLD`. A trial timed
   while the machine was busy shows a median far above its minimum (median 2.0 ms, min 0.011 ms).
+  The threshold is the measurement's :data:`~autotune.measure.task.RETIME_NOISE`, the spread above
+  which a timing is taken a second time (the trial is then ``retimed``): a trial still noisy
+  was noisy in both timings, or had no time for a second.
 - :func:`knob_importance` is a one-knob-at-a-time variance split over the ``ok`` trials: for each
   knob, the share of the variance of log(median latency) explained by grouping the trials by that
   knob's value (the correlation ratio, eta squared). It is descriptive, not causal: the sampler
@@ -21,6 +24,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from ..measure.task import RETIME_NOISE as NOISE_THRESHOLD
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -28,8 +33,6 @@ __all__ = [
     "NOISE_THRESHOLD", "cost_model_quality", "format_ms", "knob_importance", "latency_unit", "noise", "noisy",
 ]  # fmt: skip
 
-NOISE_THRESHOLD = 0.5
-"""An ``ok`` trial is noisy when ``(median - min) / median`` or ``IQR / median`` exceeds this."""
 _UNITS = (("s", 1000.0), ("ms", 1.0), ("µs", 1e-3), ("ns", 1e-6))
 
 

@@ -3,8 +3,12 @@
 :func:`load_results` gives one row per trial of ``DIR/trials.jsonl`` (or of a
 ``trials.jsonl`` or ``trials.parquet`` file), sorted by trial number, with these columns (then one per knob and one per pool)::
 
-    trial round status reason median_ms min_ms iqr_ms max_abs_err peak_bytes
+    trial round status reason median_ms min_ms iqr_ms retimed max_abs_err peak_bytes
     predicted_ms compile_s node trace key  knob.<name>...  pool.<name>...
+
+``retimed`` is True for an ``ok`` trial whose first timing was noisy and that was timed a second
+time (its figures are the steadier timing's). A parquet table without that column has it added,
+all False.
 
 pandas is imported inside the functions, so importing this module is cheap.
 """
@@ -28,7 +32,7 @@ __all__ = ["BASE_COLUMNS", "load_results", "pareto_front", "summary", "write_tab
 
 LOG_NAME = "trials.jsonl"
 BASE_COLUMNS = (
-    "trial", "round", "status", "reason", "median_ms", "min_ms", "iqr_ms", "max_abs_err", "peak_bytes",
+    "trial", "round", "status", "reason", "median_ms", "min_ms", "iqr_ms", "retimed", "max_abs_err", "peak_bytes",
     "predicted_ms", "compile_s", "node", "trace", "key",
 )  # fmt: skip
 _FLOATS = ("median_ms", "min_ms", "iqr_ms", "max_abs_err", "predicted_ms", "compile_s")
@@ -62,9 +66,11 @@ def _from_parquet(path: Path) -> pd.DataFrame:
         df = pd.read_parquet(path)
     except (OSError, ValueError) as exc:
         raise AutotuneError(f"{path}: cannot read it as a parquet table ({exc})") from None
-    missing = [c for c in BASE_COLUMNS if c not in df.columns]
+    missing = [c for c in BASE_COLUMNS if c not in df.columns and c != "retimed"]
     if missing:
         raise AutotuneError(f"{path}: not a table of trials (no column {', '.join(missing)})")
+    if "retimed" not in df.columns:
+        df.insert(BASE_COLUMNS.index("retimed"), "retimed", False)
     return df.sort_values("trial", kind="stable").reset_index(drop=True)
 
 
@@ -93,6 +99,7 @@ def _from_log(log: Path) -> pd.DataFrame:
         df[name] = df[name].astype("Int64")
     for name in ("trial", "round"):
         df[name] = df[name].astype("int64")
+    df["retimed"] = df["retimed"].astype("bool")
     return df.sort_values("trial", kind="stable").reset_index(drop=True)
 
 
@@ -144,7 +151,8 @@ def _bytes(value: Any) -> str:
 
 
 def summary(df: pd.DataFrame, top: int = 5) -> str:
-    """Counts by status, then the ``top`` fastest ``ok`` trials as a table, latencies in µs, ms or s;
+    """Counts by status, then the ``top`` fastest ``ok`` trials as a table, latencies in µs, ms or s,
+    with whether each was re-timed (``yes``: its first timing was noisy, the steadier one is shown);
     a noisy trial (:func:`~autotune.report.analysis.noisy`) is marked ``*``."""
     from .analysis import NOISE_THRESHOLD, format_ms, noisy
 
@@ -157,11 +165,12 @@ def summary(df: pd.DataFrame, top: int = 5) -> str:
         return "\n".join(lines)
     flags = noisy(df)
     knob_cols = [c for c in df.columns if c.startswith("knob.")]
-    header = ["trial", "median", "min", "IQR", "peak bytes", "knobs"]
+    header = ["trial", "median", "min", "IQR", "retimed", "peak bytes", "knobs"]
     rows = [
         [
             f"{row['trial']}{'*' if flags[i] else ''}", format_ms(row["median_ms"]), format_ms(row["min_ms"]),
-            format_ms(row["iqr_ms"]), _bytes(row["peak_bytes"]), _knobs(row, knob_cols),
+            format_ms(row["iqr_ms"]), "yes" if row["retimed"] else "no", _bytes(row["peak_bytes"]),
+            _knobs(row, knob_cols),
         ]
         for i, row in ok.iterrows()
     ]  # fmt: skip

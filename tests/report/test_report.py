@@ -56,7 +56,7 @@ RECORDS = [
         peak_bytes=20000,
         pool_bytes=(("dtcm", 0), ("sram", 20000)),
     ),
-    ok(2, 1.0, 8000, 2),
+    ok(2, 1.0, 8000, 2, retimed=True),  # its first timing was noisy: timed twice
     TrialRecord(
         3, 0, (("tile_rows", 8), ("mode", "rolling")), "invalid", reason="rolling_buffer: no overlap"
     ),
@@ -110,6 +110,7 @@ def test_load_results_one_row_per_trial(run_dir: Path) -> None:
     assert df.loc[1, "pool.sram"] == 20000 and pd.isna(df.loc[3, "peak_bytes"])
     assert df["median_ms"].dtype == "float64" and str(df["peak_bytes"].dtype) == "Int64"
     assert df.loc[6, "key"] == RECORDS[6].key
+    assert df["retimed"].tolist() == [False, False, True, False, False, False, False, False]
     assert autotune.load_results(run_dir).equals(df)
 
 
@@ -133,11 +134,14 @@ def test_summary_counts_and_best_five(run_dir: Path) -> None:
     text = summary(load_results(run_dir))
     lines = text.splitlines()
     assert lines[0] == "trials: 8 (ok 4, infeasible 1, invalid 1, wrong 1, crashed 1)"
-    assert lines[1] == "best 4 ok:"
-    assert lines[2].split() == ["trial", "median", "min", "IQR", "peak", "bytes", "knobs"]
-    assert [int(line.split()[0]) for line in lines[3:]] == [6, 2, 4, 0]
-    assert lines[3].split()[1:7] == ["500", "µs", "450", "µs", "25", "µs"]  # latencies in their unit
-    assert "16,000" in lines[3] and "tile_rows=8, mode=rolling" in lines[3]
+    assert lines[1:] == [  # latencies in their unit; trial 2 was timed twice
+        "best 4 ok:",
+        "  trial  median      min     IQR  retimed  peak bytes  knobs",
+        "      6  500 µs   450 µs   25 µs       no      16,000  tile_rows=8, mode=rolling",
+        "      2    1 ms   900 µs   50 µs      yes       8,000  tile_rows=2, mode=rolling",
+        "      4  1.5 ms  1.35 ms   75 µs       no       9,000  tile_rows=4, mode=rolling",
+        "      0    2 ms   1.8 ms  100 µs       no       4,000  tile_rows=1, mode=rolling",
+    ]
 
 
 def test_pareto_front_keeps_the_undominated(run_dir: Path) -> None:

@@ -70,6 +70,28 @@ def test_a_trial_whose_spread_is_large_against_its_median_is_noisy(tmp_path: Pat
     )
 
 
+def test_the_noise_threshold_is_the_one_the_measurement_retimes_at() -> None:
+    from autotune.measure.task import RETIME_NOISE
+    from autotune.report import NOISE_THRESHOLD
+
+    assert NOISE_THRESHOLD is RETIME_NOISE
+
+
+def test_a_retimed_trial_still_noisy_is_marked_in_both_columns(tmp_path: Path) -> None:
+    records = [
+        TrialRecord(
+            0, 0, (("tile", 1),), "ok", median_ms=2.0, min_ms=0.5, iqr_ms=0.1, peak_bytes=10, retimed=True
+        ),
+        TrialRecord(1, 0, (("tile", 2),), "ok", median_ms=3.0, min_ms=2.9, iqr_ms=0.1, peak_bytes=20),
+    ]
+    lines = summary(load_results(write_log(tmp_path / "run", records))).splitlines()
+    assert lines[2:5] == [
+        "  trial  median     min     IQR  retimed  peak bytes  knobs",
+        "     0*    2 ms  500 µs  100 µs      yes          10  tile=1",
+        "      1    3 ms  2.9 ms  100 µs       no          20  tile=2",
+    ]
+
+
 def test_knob_importance_is_the_variance_share_of_each_knob_alone() -> None:
     # tile decides the latency (1 ms or 4 ms); mode takes both values in each tile group
     rows = [(1, "a", 1.0), (1, "b", 1.0), (2, "a", 4.0), (2, "b", 4.0)]

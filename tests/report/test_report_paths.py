@@ -85,6 +85,15 @@ def test_report_of_a_file_it_cannot_read_is_a_clear_error(
     assert files(tmp_path) == before
 
 
+def test_a_parquet_table_without_the_retimed_column_has_none_retimed(run_dir: Path) -> None:
+    parquet, _ = write_tables(run_dir)
+    df = load_results(parquet)
+    df.drop(columns="retimed").to_parquet(parquet)
+    back = load_results(parquet)
+    assert list(back.columns) == list(df.columns)
+    assert back["retimed"].tolist() == [False] * 8
+
+
 def test_a_parquet_table_without_the_trial_columns(tmp_path: Path) -> None:
     import pandas as pd
 
