@@ -159,6 +159,7 @@ def analyse(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def markdown(p: dict[str, Any]) -> str:
     runs, a = p["runs"], p["analysis"]
     la = p["load_start"]
+    parts = [n for n in runs[0]["parts_s"] if n not in (WAIT, "other")]  # the driver's parts the runs recorded
     lines = [
         "# Scaling from 1 to 2 Ray workers",
         "",
@@ -190,16 +191,17 @@ def markdown(p: dict[str, Any]) -> str:
         "## Results",
         "",
         "| workers | trials logged (measured) | loop s | trials/min | measured/min | driver idle | wait s | "
-        "optuna s | lowering s | features s | model s | log s | other s | median compile s | timed s | load before |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        + "".join(f"{n} s | " for n in parts)
+        + "other s | median compile s | timed s | load before |",
+        "| ---: " * (10 + len(parts)) + "| --- |",
     ]
     for r in runs:
         ps = r["parts_s"]
         lines.append(
             f"| {r['workers']} | {r['trials_logged']} ({r['trials_measured']}) | {r['loop_s']:.1f} | "
             f"{r['logged_per_min']:.1f} | {r['measured_per_min']:.1f} | {r['idle_fraction']:.0%} | {ps['wait']:.1f} | "
-            f"{ps['optuna']:.1f} | {ps['lowering']:.1f} | {ps['features']:.1f} | {ps['model']:.1f} | {ps['log']:.2f} | "
-            f"{ps['other']:.2f} | {r['compile_s_median']} | {r['timed_s_sum']:.2f} | "
+            + "".join(f"{ps.get(n, 0.0):.2f} | " for n in parts)
+            + f"{ps['other']:.2f} | {r['compile_s_median']} | {r['timed_s_sum']:.2f} | "
             f"{'/'.join(f'{x:.2f}' for x in r['load_before'])} |"
         )
     lines += [
@@ -211,7 +213,7 @@ def markdown(p: dict[str, Any]) -> str:
         f"and {runs[-1]['trials_logged'] - runs[-1]['trials_measured']} here: invalid or infeasible, no cost to the "
         "workers), so measured/min is the figure to compare.",
         "",
-        "Parts: " + "; ".join(f"`{n}` {t}" for n, t in PARTS.items()) + "; `other` what no part covers.",
+        "Parts: " + "; ".join(f"`{n}` {PARTS[n]}" for n in (WAIT, *parts) if n in PARTS) + "; `other` what no part covers.",
         "`timed s` is the timed part of the ok trials (warm-up + repeats x median), the only part the "
         f"timing lock serialises: {a['timed_share_of_1_worker_wait']:.1%} of the 1-worker run's waiting.",
         "",
