@@ -122,10 +122,14 @@ class Relaxer:
             return Linear.term(term), Linear(), 0, 0
         if isinstance(term, Var):
             dom = self.domains[term]
+            start = sum_form(dom.min)
+            if start is not None and not quasi_affine(start):
+                # a start the rolling buffer made conditional (``select(first, 0, 2)``): the loop
+                # runs within [lowest start, highest last value], both bounded by intervals
+                return self._var_by_interval(dom)
             size = as_int(dom.extent)
             if size is None:
                 size = self.box.interval(dom.extent).hi
-            start = sum_form(dom.min)
             if size is None or start is None:
                 return None
             return Linear(), start, 0, max(size, 1) - 1
@@ -142,6 +146,16 @@ class Relaxer:
         if iv.lo is None or iv.hi is None:
             return None
         return Linear(), Linear(), iv.lo, iv.hi
+
+    def _var_by_interval(self, dom: Range) -> tuple[Linear, Linear, int, int] | None:
+        """A loop variable over ``dom`` as constant offsets: the lowest value its start takes to
+        the highest value its last iteration takes (``start + extent - 1`` simplified first, so a
+        start that the extent subtracts cancels); None where either is unbounded."""
+        last = self.an.simplify(dom.min + dom.extent - IntImm(1, dom.min.dtype))
+        lo, hi = self.box.interval(dom.min).lo, self.box.interval(last).hi
+        if lo is None or hi is None:
+            return None
+        return Linear(), Linear(), lo, max(lo, hi)
 
     def _floordiv(self, inner: DimBound, c: int, dtype: str) -> tuple[Linear, Linear, int, int]:
         base, lo, hi = inner.base, inner.lo, inner.hi

@@ -176,6 +176,20 @@ def test_relax_domain_with_symbolic_min() -> None:
     assert str(relax_region(region, doms)) == "C[ho * 4:ho * 4 + 6]"
 
 
+def test_relax_domain_whose_start_a_rolling_buffer_made_conditional() -> None:
+    """A rolling buffer's first tile computes every row of its window, later tiles the new ones:
+    ``for y in [select(ho == 0, 0, 2), 3)``; y runs within [0, 2] and the window of ``w[ho + y + rh]``
+    is 5 rows at ``ho``, not the whole buffer."""
+    buf = ir.decl_buffer("C", (64,))
+    first = ir.Select(ir.EQ(ho, I(0)), I(0), I(2))
+    doms = {w: ir.Range(first, I(3) - first), rh: ir.Range.of(0, 3)}
+    region = ir.BufferRegion(buf, (ir.Range(ho + w + rh, I(1)),))
+    assert str(relax_region(region, doms)) == "C[ho:ho + 5]"
+    # united with the rows a copy writes at ho (a padded copy at the same tile loop): still 5
+    written = ir.BufferRegion(buf, (ir.Range(ho, I(5)),))
+    assert str(union_regions(relax_region(region, doms), written)) == "C[ho:ho + 5]"
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_relaxed_region_holds_every_index(seed: int) -> None:
     rng = random.Random(seed)

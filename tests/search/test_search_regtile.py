@@ -474,3 +474,28 @@ def test_batched_matmuls_get_tiles_per_head_and_equal_numpy() -> None:
     outputs = empty_outputs(lowered.func)
     build(lowered.func, lowered.plan)(*inputs, *outputs)
     np.testing.assert_allclose(outputs[0], reference_outputs(wl, inputs)[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_a_padded_copy_under_a_rolling_buffer_holds_one_window_of_rows() -> None:
+    """conv1 in a rolling buffer at a one-row tile, its padded input copied at the tile loop: the
+    copy holds the 5 rows that conv1's 3-row window reads (per parallel part), not the whole image
+    (the rolling buffer's first tile computes every row of its window, later tiles the new row)."""
+    wl = _resnet_body(size=8)
+    space = load_space(SPACES_DIR / "cascade.yaml", wl, POOLS)
+    values = space.default() | {
+        "tile_rows": 1,
+        "at_conv1": "tile",
+        "mode_conv1": "rolling",
+        "pad_conv1": "copy",
+        "padat_conv1": "tile",
+        "parallel": "outer",
+    }
+    lowered = lower(space.apply(wl.func, values).func, pools=POOLS)
+    text = str(lowered.func)
+    assert 'data_pad_data = T.allocate([800], "float32"' in text  # 2 parts x 5 rows x 10 x 8
+    assert 'conv1_data = T.allocate([384], "float32"' in text  # 2 parts x 3 rows x 8 x 8
+    inputs = wl.make_inputs(0)
+    outputs = empty_outputs(lowered.func)
+    build(lowered.func, lowered.plan)(*inputs, *outputs)
+    np.testing.assert_allclose(outputs[0], reference_outputs(wl, inputs)[0], rtol=1e-4, atol=1e-4)
