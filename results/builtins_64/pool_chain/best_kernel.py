@@ -11,86 +11,65 @@ _c1 = np.float32(-np.inf)
 def pool_chain(data, pool2, pool1_data):
     # data: float32[1, 132, 132, 64]
     # pool2: float32[1, 128, 128, 64]
-    # pool1_data: float32[25344] (allocation pool1 in pool sram at offset 0)
+    # pool1_data: float32[5888] (allocation pool1 in pool dtcm at offset 0)
     data_flat = data.reshape(-1)
     pool2_flat = pool2.reshape(-1)
     for y_1_0 in numba.prange(2):
-        for x_1_0 in range(2):
+        for x_1_0 in range(16):
             for y_1_1 in range(64):
                 for y in range((0 if y_1_1 == 0 else 2), (0 if y_1_1 == 0 else 2) + (3 - (0 if y_1_1 == 0 else 2))):
-                    for x_c_fused in range(4224):
-                        pool1_acc_0 = _c0
-                        pool1_acc_0 = _c1
-                        ld = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 8448 + y * 8448 + x_1_0 * 4096 + x_c_fused)]
-                        ld_1 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 8448 + y * 8448 + x_1_0 * 4096 + x_c_fused + 64)]
-                        ld_2 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 8448 + y * 8448 + x_1_0 * 4096 + x_c_fused + 128)]
-                        t = max(ld_1, ld_2)
-                        t_1 = max(ld, t)
-                        ld_3 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 8448 + y * 8448 + x_1_0 * 4096 + x_c_fused + 8448)]
-                        ld_4 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 8448 + y * 8448 + x_1_0 * 4096 + x_c_fused + 8512)]
-                        ld_5 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 8448 + y * 8448 + x_1_0 * 4096 + x_c_fused + 8576)]
-                        t_2 = max(ld_4, ld_5)
-                        t_3 = max(ld_3, t_2)
-                        ld_6 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 8448 + y * 8448 + x_1_0 * 4096 + x_c_fused + 16896)]
-                        ld_7 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 8448 + y * 8448 + x_1_0 * 4096 + x_c_fused + 16960)]
-                        ld_8 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 8448 + y * 8448 + x_1_0 * 4096 + x_c_fused + 17024)]
-                        t_4 = max(ld_7, ld_8)
-                        t_5 = max(ld_6, t_4)
-                        t_6 = max(t_3, t_5)
-                        t_7 = max(t_1, t_6)
-                        pool1_acc_0 = max(pool1_acc_0, t_7)
-                        pool1_data[np.uintp(y_1_0 * 12672 + (y_1_0 * 64 + y_1_1 + y) % 3 * 4224 + x_c_fused)] = pool1_acc_0
-                for x_1_1_0 in range(16):
-                    for c_1 in range(64):
-                        pool2_flat_acc_0 = _c0
-                        pool2_flat_acc_0 = _c1
-                        ld_9 = pool1_data[np.uintp(y_1_0 * 12672 + (y_1_0 * 64 + y_1_1) % 3 * 4224 + x_1_1_0 * 256 + c_1)]
-                        ld_10 = pool1_data[np.uintp(y_1_0 * 12672 + (y_1_0 * 64 + y_1_1 + 1) % 3 * 4224 + x_1_1_0 * 256 + c_1)]
-                        ld_11 = pool1_data[np.uintp(y_1_0 * 12672 + (y_1_0 * 64 + y_1_1 + 2) % 3 * 4224 + x_1_1_0 * 256 + c_1)]
-                        t_8 = max(ld_10, ld_11)
-                        t_9 = max(ld_9, t_8)
-                        ld_12 = pool1_data[np.uintp(y_1_0 * 12672 + (y_1_0 * 64 + y_1_1) % 3 * 4224 + x_1_1_0 * 256 + c_1 + 64)]
-                        ld_13 = pool1_data[np.uintp(y_1_0 * 12672 + (y_1_0 * 64 + y_1_1 + 1) % 3 * 4224 + x_1_1_0 * 256 + c_1 + 64)]
-                        ld_14 = pool1_data[np.uintp(y_1_0 * 12672 + (y_1_0 * 64 + y_1_1 + 2) % 3 * 4224 + x_1_1_0 * 256 + c_1 + 64)]
-                        t_10 = max(ld_13, ld_14)
-                        t_11 = max(ld_12, t_10)
-                        ld_15 = pool1_data[np.uintp(y_1_0 * 12672 + (y_1_0 * 64 + y_1_1) % 3 * 4224 + x_1_1_0 * 256 + c_1 + 128)]
-                        ld_16 = pool1_data[np.uintp(y_1_0 * 12672 + (y_1_0 * 64 + y_1_1 + 1) % 3 * 4224 + x_1_1_0 * 256 + c_1 + 128)]
-                        ld_17 = pool1_data[np.uintp(y_1_0 * 12672 + (y_1_0 * 64 + y_1_1 + 2) % 3 * 4224 + x_1_1_0 * 256 + c_1 + 128)]
-                        t_12 = max(ld_16, ld_17)
-                        t_13 = max(ld_15, t_12)
-                        t_14 = max(t_11, t_13)
-                        t_15 = max(t_9, t_14)
-                        pool2_flat_acc_0 = max(pool2_flat_acc_0, t_15)
-                        pool2_flat[np.uintp(y_1_0 * 524288 + y_1_1 * 8192 + x_1_0 * 4096 + x_1_1_0 * 256 + c_1)] = pool2_flat_acc_0
-                        pool2_flat_acc_0_1 = _c0
-                        pool2_flat_acc_0_1 = _c1
-                        ld_18 = pool1_data[np.uintp(y_1_0 * 12672 + (y_1_0 * 64 + y_1_1) % 3 * 4224 + x_1_1_0 * 256 + c_1 + 192)]
-                        ld_19 = pool1_data[np.uintp(y_1_0 * 12672 + (y_1_0 * 64 + y_1_1 + 1) % 3 * 4224 + x_1_1_0 * 256 + c_1 + 192)]
-                        ld_20 = pool1_data[np.uintp(y_1_0 * 12672 + (y_1_0 * 64 + y_1_1 + 2) % 3 * 4224 + x_1_1_0 * 256 + c_1 + 192)]
-                        t_16 = max(ld_19, ld_20)
-                        t_17 = max(ld_18, t_16)
-                        t_18 = max(t_17, t_14)
-                        pool2_flat_acc_0_1 = max(pool2_flat_acc_0_1, t_18)
-                        pool2_flat[np.uintp(y_1_0 * 524288 + y_1_1 * 8192 + x_1_0 * 4096 + x_1_1_0 * 256 + c_1 + 64)] = pool2_flat_acc_0_1
-                        pool2_flat_acc_0_2 = _c0
-                        pool2_flat_acc_0_2 = _c1
-                        ld_21 = pool1_data[np.uintp(y_1_0 * 12672 + (y_1_0 * 64 + y_1_1) % 3 * 4224 + x_1_1_0 * 256 + c_1 + 256)]
-                        ld_22 = pool1_data[np.uintp(y_1_0 * 12672 + (y_1_0 * 64 + y_1_1 + 1) % 3 * 4224 + x_1_1_0 * 256 + c_1 + 256)]
-                        ld_23 = pool1_data[np.uintp(y_1_0 * 12672 + (y_1_0 * 64 + y_1_1 + 2) % 3 * 4224 + x_1_1_0 * 256 + c_1 + 256)]
-                        t_19 = max(ld_22, ld_23)
-                        t_20 = max(ld_21, t_19)
-                        t_21 = max(t_17, t_20)
-                        t_22 = max(t_13, t_21)
-                        pool2_flat_acc_0_2 = max(pool2_flat_acc_0_2, t_22)
-                        pool2_flat[np.uintp(y_1_0 * 524288 + y_1_1 * 8192 + x_1_0 * 4096 + x_1_1_0 * 256 + c_1 + 128)] = pool2_flat_acc_0_2
-                        pool2_flat_acc_0_3 = _c0
-                        pool2_flat_acc_0_3 = _c1
-                        ld_24 = pool1_data[np.uintp(y_1_0 * 12672 + (y_1_0 * 64 + y_1_1) % 3 * 4224 + x_1_1_0 * 256 + c_1 + 320)]
-                        ld_25 = pool1_data[np.uintp(y_1_0 * 12672 + (y_1_0 * 64 + y_1_1 + 1) % 3 * 4224 + x_1_1_0 * 256 + c_1 + 320)]
-                        ld_26 = pool1_data[np.uintp(y_1_0 * 12672 + (y_1_0 * 64 + y_1_1 + 2) % 3 * 4224 + x_1_1_0 * 256 + c_1 + 320)]
-                        t_23 = max(ld_25, ld_26)
-                        t_24 = max(ld_24, t_23)
-                        t_25 = max(t_24, t_21)
-                        pool2_flat_acc_0_3 = max(pool2_flat_acc_0_3, t_25)
-                        pool2_flat[np.uintp(y_1_0 * 524288 + y_1_1 * 8192 + x_1_0 * 4096 + x_1_1_0 * 256 + c_1 + 192)] = pool2_flat_acc_0_3
+                    for x_0 in range(5):
+                        for c in range(64):
+                            pool1_acc_0 = _c0
+                            pool1_acc_0 = _c1
+                            ld = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 8448 + y * 8448 + x_1_0 * 512 + x_0 * 128 + c)]
+                            ld_1 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 8448 + y * 8448 + x_1_0 * 512 + x_0 * 128 + c + 8448)]
+                            ld_2 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 8448 + y * 8448 + x_1_0 * 512 + x_0 * 128 + c + 16896)]
+                            t = max(ld_1, ld_2)
+                            t_1 = max(ld, t)
+                            ld_3 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 8448 + y * 8448 + x_1_0 * 512 + x_0 * 128 + c + 64)]
+                            ld_4 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 8448 + y * 8448 + x_1_0 * 512 + x_0 * 128 + c + 8512)]
+                            ld_5 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 8448 + y * 8448 + x_1_0 * 512 + x_0 * 128 + c + 16960)]
+                            t_2 = max(ld_4, ld_5)
+                            t_3 = max(ld_3, t_2)
+                            ld_6 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 8448 + y * 8448 + x_1_0 * 512 + x_0 * 128 + c + 128)]
+                            ld_7 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 8448 + y * 8448 + x_1_0 * 512 + x_0 * 128 + c + 8576)]
+                            ld_8 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 8448 + y * 8448 + x_1_0 * 512 + x_0 * 128 + c + 17024)]
+                            t_4 = max(ld_7, ld_8)
+                            t_5 = max(ld_6, t_4)
+                            t_6 = max(t_3, t_5)
+                            t_7 = max(t_1, t_6)
+                            pool1_acc_0 = max(pool1_acc_0, t_7)
+                            pool1_data[np.uintp(y_1_0 * 2944 + (y_1_0 * 64 + y_1_1 + y) % 3 * 640 + x_0 * 128 + c)] = pool1_acc_0
+                            pool1_acc_0_1 = _c0
+                            pool1_acc_0_1 = _c1
+                            ld_9 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 8448 + y * 8448 + x_1_0 * 512 + x_0 * 128 + c + 192)]
+                            ld_10 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 8448 + y * 8448 + x_1_0 * 512 + x_0 * 128 + c + 8640)]
+                            ld_11 = data_flat[np.uintp(y_1_0 * 540672 + y_1_1 * 8448 + y * 8448 + x_1_0 * 512 + x_0 * 128 + c + 17088)]
+                            t_8 = max(ld_10, ld_11)
+                            t_9 = max(ld_9, t_8)
+                            t_10 = max(t_9, t_6)
+                            pool1_acc_0_1 = max(pool1_acc_0_1, t_10)
+                            pool1_data[np.uintp(y_1_0 * 2944 + (y_1_0 * 64 + y_1_1 + y) % 3 * 640 + x_0 * 128 + c + 64)] = pool1_acc_0_1
+                for x_1_1_c_1_fused in range(512):
+                    pool2_flat_acc_0 = _c0
+                    pool2_flat_acc_0 = _c1
+                    ld_12 = pool1_data[np.uintp(y_1_0 * 2944 + (y_1_0 * 64 + y_1_1) % 3 * 640 + x_1_1_c_1_fused)]
+                    ld_13 = pool1_data[np.uintp(y_1_0 * 2944 + (y_1_0 * 64 + y_1_1) % 3 * 640 + x_1_1_c_1_fused + 64)]
+                    ld_14 = pool1_data[np.uintp(y_1_0 * 2944 + (y_1_0 * 64 + y_1_1) % 3 * 640 + x_1_1_c_1_fused + 128)]
+                    t_11 = max(ld_13, ld_14)
+                    t_12 = max(ld_12, t_11)
+                    ld_15 = pool1_data[np.uintp(y_1_0 * 2944 + (y_1_0 * 64 + y_1_1 + 1) % 3 * 640 + x_1_1_c_1_fused)]
+                    ld_16 = pool1_data[np.uintp(y_1_0 * 2944 + (y_1_0 * 64 + y_1_1 + 1) % 3 * 640 + x_1_1_c_1_fused + 64)]
+                    ld_17 = pool1_data[np.uintp(y_1_0 * 2944 + (y_1_0 * 64 + y_1_1 + 1) % 3 * 640 + x_1_1_c_1_fused + 128)]
+                    t_13 = max(ld_16, ld_17)
+                    t_14 = max(ld_15, t_13)
+                    ld_18 = pool1_data[np.uintp(y_1_0 * 2944 + (y_1_0 * 64 + y_1_1 + 2) % 3 * 640 + x_1_1_c_1_fused)]
+                    ld_19 = pool1_data[np.uintp(y_1_0 * 2944 + (y_1_0 * 64 + y_1_1 + 2) % 3 * 640 + x_1_1_c_1_fused + 64)]
+                    ld_20 = pool1_data[np.uintp(y_1_0 * 2944 + (y_1_0 * 64 + y_1_1 + 2) % 3 * 640 + x_1_1_c_1_fused + 128)]
+                    t_15 = max(ld_19, ld_20)
+                    t_16 = max(ld_18, t_15)
+                    t_17 = max(t_14, t_16)
+                    t_18 = max(t_12, t_17)
+                    pool2_flat_acc_0 = max(pool2_flat_acc_0, t_18)
+                    pool2_flat[np.uintp(y_1_0 * 524288 + y_1_1 * 8192 + x_1_0 * 512 + x_1_1_c_1_fused)] = pool2_flat_acc_0

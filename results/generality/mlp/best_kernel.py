@@ -13,24 +13,67 @@ def mlp(x, w1, b1, w2, fc2, fc1_data):
     # b1: float32[2048]
     # w2: float32[512, 2048]
     # fc2: float32[128, 512]
-    # fc1_data: float32[34816] (allocation fc1 in pool sram at offset 0)
+    # fc1_data: float32[65536] (allocation fc1 in pool sram at offset 0)
     x_flat = x.reshape(-1)
     w1_flat = w1.reshape(-1)
     w2_flat = w2.reshape(-1)
     fc2_flat = fc2.reshape(-1)
     for i_2_0 in numba.prange(2):
-        for i_2_1 in range(8):
-            for i in range(8):
-                for o in range(2048):
+        for i_2_1 in range(4):
+            for o_0 in range(1024):
+                for i_0 in range(4):
+                    fc1_acc_0 = _c0; fc1_acc_1 = _c0; fc1_acc_2 = _c0; fc1_acc_3 = _c0; fc1_acc_4 = _c0; fc1_acc_5 = _c0; fc1_acc_6 = _c0; fc1_acc_7 = _c0
                     fc1_acc_0 = _c0
-                    fc1_acc_0 = _c0
+                    fc1_acc_1 = _c0
+                    fc1_acc_2 = _c0
+                    fc1_acc_3 = _c0
+                    fc1_acc_4 = _c0
+                    fc1_acc_5 = _c0
+                    fc1_acc_6 = _c0
+                    fc1_acc_7 = _c0
                     for k in range(512):
-                        fc1_acc_0 = fc1_acc_0 + x_flat[np.uintp(i_2_0 * 32768 + i_2_1 * 4096 + i * 512 + k)] * w1_flat[np.uintp(o * 512 + k)]
-                    fc1_data[np.uintp(i_2_0 * 17408 + i * 2048 + o)] = fc1_acc_0
-            for i_2_2 in range(8):
-                for o_2 in range(512):
+                        ld = x_flat[np.uintp(i_2_0 * 32768 + i_2_1 * 8192 + i_0 * 2048 + k)]
+                        ld_1 = w1_flat[np.uintp(o_0 * 1024 + k)]
+                        fc1_acc_0 = fc1_acc_0 + ld * ld_1
+                        ld_2 = w1_flat[np.uintp(o_0 * 1024 + k + 512)]
+                        fc1_acc_1 = fc1_acc_1 + ld * ld_2
+                        ld_3 = x_flat[np.uintp(i_2_0 * 32768 + i_2_1 * 8192 + i_0 * 2048 + k + 512)]
+                        fc1_acc_2 = fc1_acc_2 + ld_3 * ld_1
+                        fc1_acc_3 = fc1_acc_3 + ld_3 * ld_2
+                        ld_4 = x_flat[np.uintp(i_2_0 * 32768 + i_2_1 * 8192 + i_0 * 2048 + k + 1024)]
+                        fc1_acc_4 = fc1_acc_4 + ld_4 * ld_1
+                        fc1_acc_5 = fc1_acc_5 + ld_4 * ld_2
+                        ld_5 = x_flat[np.uintp(i_2_0 * 32768 + i_2_1 * 8192 + i_0 * 2048 + k + 1536)]
+                        fc1_acc_6 = fc1_acc_6 + ld_5 * ld_1
+                        fc1_acc_7 = fc1_acc_7 + ld_5 * ld_2
+                    fc1_data[np.uintp(i_2_0 * 32768 + i_0 * 8192 + o_0 * 2)] = fc1_acc_0
+                    fc1_data[np.uintp(i_2_0 * 32768 + i_0 * 8192 + o_0 * 2 + 1)] = fc1_acc_1
+                    fc1_data[np.uintp(i_2_0 * 32768 + i_0 * 8192 + o_0 * 2 + 2048)] = fc1_acc_2
+                    fc1_data[np.uintp(i_2_0 * 32768 + i_0 * 8192 + o_0 * 2 + 2049)] = fc1_acc_3
+                    fc1_data[np.uintp(i_2_0 * 32768 + i_0 * 8192 + o_0 * 2 + 4096)] = fc1_acc_4
+                    fc1_data[np.uintp(i_2_0 * 32768 + i_0 * 8192 + o_0 * 2 + 4097)] = fc1_acc_5
+                    fc1_data[np.uintp(i_2_0 * 32768 + i_0 * 8192 + o_0 * 2 + 6144)] = fc1_acc_6
+                    fc1_data[np.uintp(i_2_0 * 32768 + i_0 * 8192 + o_0 * 2 + 6145)] = fc1_acc_7
+            for o_2_0 in range(128):
+                for i_2_2 in range(16):
+                    fc2_flat_acc_0 = _c0; fc2_flat_acc_1 = _c0; fc2_flat_acc_2 = _c0; fc2_flat_acc_3 = _c0
                     fc2_flat_acc_0 = _c0
-                    fc2_flat_acc_0 = _c0
+                    fc2_flat_acc_1 = _c0
+                    fc2_flat_acc_2 = _c0
+                    fc2_flat_acc_3 = _c0
                     for k_1 in range(2048):
-                        fc2_flat_acc_0 = fc2_flat_acc_0 + max(fc1_data[np.uintp(i_2_0 * 17408 + i_2_2 * 2048 + k_1)] + b1[k_1], _c0) * w2_flat[np.uintp(o_2 * 2048 + k_1)]
-                    fc2_flat[np.uintp(i_2_0 * 32768 + i_2_1 * 4096 + i_2_2 * 512 + o_2)] = fc2_flat_acc_0
+                        ld_6 = fc1_data[np.uintp(i_2_0 * 32768 + i_2_2 * 2048 + k_1)]
+                        ld_7 = b1[k_1]
+                        t = max(ld_6 + ld_7, _c0)
+                        ld_8 = w2_flat[np.uintp(o_2_0 * 8192 + k_1)]
+                        fc2_flat_acc_0 = fc2_flat_acc_0 + t * ld_8
+                        ld_9 = w2_flat[np.uintp(o_2_0 * 8192 + k_1 + 2048)]
+                        fc2_flat_acc_1 = fc2_flat_acc_1 + t * ld_9
+                        ld_10 = w2_flat[np.uintp(o_2_0 * 8192 + k_1 + 4096)]
+                        fc2_flat_acc_2 = fc2_flat_acc_2 + t * ld_10
+                        ld_11 = w2_flat[np.uintp(o_2_0 * 8192 + k_1 + 6144)]
+                        fc2_flat_acc_3 = fc2_flat_acc_3 + t * ld_11
+                    fc2_flat[np.uintp(i_2_0 * 32768 + i_2_1 * 8192 + i_2_2 * 512 + o_2_0 * 4)] = fc2_flat_acc_0
+                    fc2_flat[np.uintp(i_2_0 * 32768 + i_2_1 * 8192 + i_2_2 * 512 + o_2_0 * 4 + 1)] = fc2_flat_acc_1
+                    fc2_flat[np.uintp(i_2_0 * 32768 + i_2_1 * 8192 + i_2_2 * 512 + o_2_0 * 4 + 2)] = fc2_flat_acc_2
+                    fc2_flat[np.uintp(i_2_0 * 32768 + i_2_1 * 8192 + i_2_2 * 512 + o_2_0 * 4 + 3)] = fc2_flat_acc_3
