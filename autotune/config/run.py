@@ -6,6 +6,7 @@ the records are built only from checked values, so a ``RunConfig`` is always val
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -83,6 +84,11 @@ class SearchConfig:
     """What proposes the candidates (``autotune.search.strategies``): ``optuna`` (with ``sampler``),
     ``evolutionary`` (mutations of the fastest measured trials, ranked by the cost model) or
     ``random`` (the control); ``sampler`` and ``mutation`` apply to ``optuna`` only."""
+    storage: str | None = None
+    """Where the ``optuna`` strategy keeps a copy of the run's trials as an Optuna study that
+    optuna-dashboard opens: ``sqlite`` (``<output>/optuna.db``) or a database URL
+    (``sqlite:///path/optuna.db``, its path made absolute against the config file's directory);
+    None: no copy (``autotune.search.strategies.optuna_storage``)."""
 
 
 @dataclass(frozen=True)
@@ -142,7 +148,9 @@ class RunConfig:
         }
 
 
-_OMITTED_AT_DEFAULT: dict[str, Any] = {"strategy": "optuna", "pretrained": None, "time_budget": None}
+_OMITTED_AT_DEFAULT: dict[str, Any] = {
+    "strategy": "optuna", "pretrained": None, "time_budget": None, "storage": None,
+}  # fmt: skip
 """Search fields that :meth:`RunConfig.to_dict` leaves out at their default value: the config fields
 of a run (its fingerprint, which a resume checks) stay what they were before the field existed."""
 
@@ -319,7 +327,7 @@ def _space(doc: YamlDoc, text: str, base: Path) -> Path:
 def _search(doc: YamlDoc, raw: Any, base: Path) -> SearchConfig:
     fields = (
         "space", "trials", "strategy", "sampler", "cost_model", "seed", "batch", "measure_per_round", "epsilon",
-        "mutation", "warm_start", "time_budget",
+        "mutation", "warm_start", "time_budget", "storage",
     )  # fmt: skip
     sec = Section(doc, ("search",), raw, fields, required=("space", "trials"))
     space = _space(doc, sec.text("space"), base)
@@ -328,6 +336,13 @@ def _search(doc: YamlDoc, raw: Any, base: Path) -> SearchConfig:
     per_round = sec.integer("measure_per_round", 8)
     if per_round > batch:
         raise sec.error("measure_per_round", f"expected at most batch ({batch})", per_round)
+    strategy = sec.choice("strategy", STRATEGIES, "optuna")
+    storage = _storage(sec, base)
+    if storage is not None and strategy != "optuna":
+        raise doc.error(
+            ("search", "storage"),
+            f"search.strategy {strategy!r} keeps no Optuna study; a storage needs 'optuna'",
+        )
     return SearchConfig(
         space=space,
         trials=sec.integer("trials"),
@@ -339,9 +354,10 @@ def _search(doc: YamlDoc, raw: Any, base: Path) -> SearchConfig:
         epsilon=sec.number("epsilon", 0.25, 0.0, 1.0),
         mutation=sec.number("mutation", 0.0, 0.0, 1.0),
         warm_start=_warm_start(sec, base),
-        strategy=sec.choice("strategy", STRATEGIES, "optuna"),
+        strategy=strategy,
         pretrained=pretrained,
         time_budget=None if sec.get("time_budget") is None else sec.duration("time_budget"),
+        storage=storage,
     )
 
 
@@ -374,6 +390,29 @@ def _warm_start(sec: Section, base: Path) -> Path | None:
     if path.suffix not in (".json", ".jsonl") or not _is_file(path):
         raise sec.error("warm_start", "expected the best.json or trials.jsonl of an earlier run", text)
     return path.resolve()
+
+
+def _storage(sec: Section, base: Path) -> str | None:
+    """``search.storage``: ``sqlite``, or a database URL whose sqlite file path is made absolute
+    against the config file's directory (that directory must exist)."""
+    text = sec.text("storage", optional=True)
+    if text is None or text == "sqlite":
+        return text
+    scheme, sep, rest = text.partition("://")
+    if not sep or not re.fullmatch(r"[a-z][a-z0-9]*(\+[a-z0-9_]+)?", scheme):
+        raise sec.error(
+            "storage",
+            "expected 'sqlite' (output/optuna.db) or a database URL such as 'sqlite:///path/optuna.db'",
+            text,
+        )
+    if scheme.partition("+")[0] != "sqlite":
+        return text
+    if not rest.startswith("/") or rest[1:] in ("", ":memory:"):
+        raise sec.error("storage", "expected a database file: 'sqlite:///path/to/optuna.db'", text)
+    path = base / Path(rest[1:]).expanduser()
+    if not path.parent.is_dir():
+        raise sec.error("storage", f"no directory {str(path.parent)!r} for the database file", text)
+    return f"{scheme}:///{path.resolve()}"
 
 
 def _measure(doc: YamlDoc, raw: Any) -> MeasureConfig:

@@ -239,8 +239,11 @@ ISA_FEATURES = (
     "avx512vnni", "avx512bf16", "avx512fp16", "amx-tile", "neon", "sve", "sve2",
 )  # fmt: skip
 """The vector ISA features a run records when the host has them (LLVM's names)."""
-UNFINGERPRINTED = ("name", "output", "search.trials", "search.time_budget", "ray.address", "ray.workers")
-"""Config fields a resumed run may change: they do not change what the search explores or measures."""
+UNFINGERPRINTED = (
+    "name", "output", "search.trials", "search.time_budget", "search.storage", "ray.address", "ray.workers",
+)  # fmt: skip
+"""Config fields a resumed run may change: they do not change what the search explores or measures
+(``search.storage`` holds a copy of the trial log, made anew from the log at each start)."""
 
 
 def _cpu_model() -> str:

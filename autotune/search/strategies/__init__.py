@@ -9,12 +9,13 @@ One module per strategy, each registered by name for ``search.strategy`` in a co
 - ``random`` (:mod:`.random_search`): uniform draws, the control.
 
 The interface and its contract are in :mod:`.base`; a new strategy is one class with
-``@register_strategy``.
+``@register_strategy``. :mod:`.optuna_storage` keeps the Optuna strategy's copy of the trial log
+in a database (``search.storage``) that optuna-dashboard opens.
 """
 
 from __future__ import annotations
 
-from . import evolutionary, optuna_study, random_search
+from . import evolutionary, optuna_storage, optuna_study, random_search
 from .base import (
     STRATEGIES,
     Assignment,
@@ -36,6 +37,7 @@ __all__ = [
     "complete",
     "evolutionary",
     "make_strategy",
+    "optuna_storage",
     "optuna_study",
     "random_assignment",
     "random_search",

@@ -19,7 +19,13 @@ The contract every registered strategy keeps (``tests/search/test_strategy_contr
   its trial record (the one logged, or logged earlier for the same schedule), or None when it was
   not measured (ranked out by the cost model, or past the trial budget); and outcomes without a
   proposal, the trials of a resumed log;
-- :meth:`~SearchStrategy.enqueue` puts assignments first in line (a warm start).
+- :meth:`~SearchStrategy.enqueue` puts assignments first in line (a warm start);
+- :meth:`~SearchStrategy.logged` is given every trial as it is written to the log (at the start
+  of a session, every trial of the log); only a strategy that stores them does anything with it.
+
+``make_strategy(settings, space, storage)`` with a ``search.storage``
+(:class:`~.optuna_storage.StudyStorage`) has the strategy keep a copy of the log there
+(:meth:`~SearchStrategy.store_in`); only the Optuna strategy can, the others refuse.
 
 Strategies are registered by name (:func:`register_strategy`), so the config says
 ``search.strategy: evolutionary``; :func:`make_strategy` builds the one a config names.
@@ -41,6 +47,7 @@ from .. import candidates
 from ..candidates import Assignment, complete
 from ..records import TrialRecord
 from ..space import SearchSpace
+from .optuna_storage import StudyStorage
 
 __all__ = [
     "STRATEGIES",
@@ -130,6 +137,17 @@ class SearchStrategy(ABC):
         """Propose these first (their missing and inactive knobs at their defaults)."""
         self._queue.extend(complete(self.space, a) for a in assignments)
 
+    def store_in(self, storage: StudyStorage) -> None:
+        """Keep a copy of the logged trials in ``storage`` (``search.storage``): ConfigError here,
+        as a strategy without an Optuna study has nothing to store."""
+        raise ConfigError(
+            f"search.storage: search.strategy {self.name!r} keeps no Optuna study; a storage needs 'optuna'"
+        )
+
+    def logged(self, records: Sequence[TrialRecord]) -> None:  # noqa: B027 (optional hook)
+        """Trials as they are written to the log; at the start of a session, every trial of the
+        log. Nothing by default (a strategy given a storage copies them there)."""
+
     # ---- for subclasses ----------------------------------------------------
     @abstractmethod
     def _draw(self, n: int, rng: np.random.Generator) -> list[tuple[Assignment, str]]:
@@ -184,12 +202,18 @@ def register_strategy(cls: type[SearchStrategy]) -> type[SearchStrategy]:
     return cls
 
 
-def make_strategy(settings: SearchConfig, space: SearchSpace) -> SearchStrategy:
-    """The strategy that ``settings.strategy`` names, for ``space``; ConfigError naming the known ones."""
+def make_strategy(
+    settings: SearchConfig, space: SearchSpace, storage: StudyStorage | None = None
+) -> SearchStrategy:
+    """The strategy that ``settings.strategy`` names, for ``space``, keeping a copy of the log in
+    ``storage`` if given; ConfigError naming the known strategies, or refusing the storage."""
     cls = STRATEGIES.get(settings.strategy)
     if cls is None:
         raise ConfigError(
             f"search.strategy: unknown strategy {settings.strategy!r}; expected one of "
             + ", ".join(repr(n) for n in sorted(STRATEGIES))
         )
-    return cls(space, settings)
+    strategy = cls(space, settings)
+    if storage is not None:
+        strategy.store_in(storage)
+    return strategy

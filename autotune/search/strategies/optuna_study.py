@@ -33,6 +33,20 @@ knob on its own and, in a conditional space, rarely revisits a region it sampled
 judged poor; local moves around the best trials find the neighbours that it misses (a schedule
 one knob away from a 320-trial TPE best, 0.84x its time, was never drawn in those 320 trials;
 ``results/knob_variants_*.md``).
+
+What ``search.storage`` is told
+-------------------------------
+
+With ``search.storage`` (:mod:`.optuna_storage`) the strategy also keeps a copy of the log, one
+Optuna trial per logged trial (:func:`stored_trial`), in a study that optuna-dashboard opens:
+
+- ``ok``: ``COMPLETE`` with its median ms as the value (``nsga2``: and its peak bytes);
+- ``cutoff``: ``PRUNED`` (stopped after one slow timed run, whose ms is its intermediate value at step 0);
+- ``infeasible``: ``PRUNED`` (over ``peak_limit`` or a pool: never compiled);
+- ``invalid``, ``wrong``, ``timeout``, ``crashed``, ``error``: ``FAIL``.
+
+Its parameters are the knobs the trial sampled (the active ones) and its user attrs the
+record's figures (:data:`STORED_ATTRS`: status, peak bytes, min and IQR, re-timed, reason...).
 """
 
 from __future__ import annotations
@@ -50,11 +64,14 @@ from ..mutators import mutate
 from ..records import TrialRecord
 from ..space import SearchSpace
 from .base import Assignment, Outcome, Proposal, SearchStrategy, complete, register_strategy
+from .optuna_storage import StoredStudy, StudyStorage
 
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["MUTATION_PARENTS", "PENALTY_BYTES", "PENALTY_MS", "OptunaSearch", "make_study"]
+__all__ = [
+    "MUTATION_PARENTS", "PENALTY_BYTES", "PENALTY_MS", "STORED_ATTRS", "OptunaSearch", "make_study", "stored_trial",
+]  # fmt: skip
 
 PENALTY_MS = 1e6
 """The latency told to Optuna for a trial without one (it is also infeasible)."""
@@ -63,6 +80,11 @@ PENALTY_BYTES = float(1 << 40)
 MUTATION_PARENTS = 4
 """``search.mutation`` mutates the best this many ``ok`` trials (MetaSchedule keeps a population of
 the best schedules it has measured and mutates them)."""
+STORED_ATTRS = (
+    "trial", "round", "status", "reason", "median_ms", "min_ms", "iqr_ms", "retimed", "peak_bytes", "pool_bytes",
+    "predicted_ms", "compile_s", "node",
+)  # fmt: skip
+"""The record's fields a stored trial carries as user attrs, those that are set (not None, empty or False)."""
 
 
 def constraint_of(record: TrialRecord, excess: float | None = None) -> float:
@@ -116,6 +138,29 @@ def make_study(sampler: str, seed: int) -> optuna.Study:
     return optuna.create_study(direction="minimize", sampler=chosen)
 
 
+def stored_trial(
+    record: TrialRecord, objectives: int, params: dict[str, Any], dists: dict[str, Any]
+) -> optuna.trial.FrozenTrial:
+    """The trial that ``search.storage``'s study holds for a logged ``record`` (see the module
+    docstring), with the knobs it sampled as ``params`` over their distributions ``dists``."""
+    import optuna
+
+    state = optuna.trial.TrialState
+    attrs = {
+        name: dict(value) if name == "pool_bytes" else value
+        for name in STORED_ATTRS
+        if (value := getattr(record, name)) is not None and value is not False and value not in ("", ())
+    }
+    common: dict[str, Any] = {"params": params, "distributions": dists, "user_attrs": attrs}
+    if record.status == "ok":
+        return optuna.trial.create_trial(state=state.COMPLETE, values=values_of(record, objectives), **common)
+    steps = {0: record.median_ms} if record.status == "cutoff" and record.median_ms is not None else None
+    pruned = record.status in ("cutoff", "infeasible")
+    return optuna.trial.create_trial(
+        state=state.PRUNED if pruned else state.FAIL, intermediate_values=steps, **common
+    )
+
+
 def distributions(space: SearchSpace) -> dict[str, Any]:
     """One categorical distribution per knob."""
     from optuna.distributions import CategoricalDistribution
@@ -136,6 +181,18 @@ class OptunaSearch(SearchStrategy):
         self.pending: dict[int, Any] = {}  # ticket -> asked optuna.Trial
         self.records: list[TrialRecord] = []  # every trial learned, for the mutation parents
         self._dists = distributions(space)
+        self.stored: StoredStudy | None = None  # search.storage's copy of the log
+
+    def store_in(self, storage: StudyStorage) -> None:
+        """Make the study of ``storage`` anew, with the sampler study's directions; :meth:`logged`
+        fills it."""
+        names = ["median_ms", "peak_bytes"][: self.objectives]
+        self.stored = StoredStudy(storage, self.study.directions, names)
+
+    def logged(self, records: Sequence[TrialRecord]) -> None:
+        if self.stored is not None:
+            trials = [stored_trial(r, self.objectives, *(self._sampled(r) or ({}, {}))) for r in records]
+            self.stored.add(trials)
 
     def enqueue(self, assignments: Iterable[Mapping[str, Any]]) -> None:
         for values in assignments:  # only the active knobs: what the sampler would be asked
@@ -190,21 +247,30 @@ class OptunaSearch(SearchStrategy):
             told = values_of(o.record, self.objectives)
             self.study.tell(trial, told[0] if self.objectives == 1 else told)
 
+    def _sampled(self, record: TrialRecord) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """The knobs ``record``'s trial sampled (the active ones) and their distributions; None if
+        its knobs are not an assignment of the space."""
+        knobs = self._knobs_of(Outcome(record))
+        if knobs is None:
+            return None
+        values = {**dict(self.space.fixed), **dict(knobs)}
+        active = [k.name for k in self.space.knobs if k.active(values)]
+        return {name: values[name] for name in active}, {name: self._dists[name] for name in active}
+
     def _add_logged(self, record: TrialRecord) -> None:
         """A trial of a resumed log, as a finished trial of the study (none if the space changed)."""
         import optuna
 
-        knobs = self._knobs_of(Outcome(record))
-        if knobs is None:
+        sampled = self._sampled(record)
+        if sampled is None:
             return
-        values = {**dict(self.space.fixed), **dict(knobs)}
-        active = [k.name for k in self.space.knobs if k.active(values)]  # what the trial sampled
+        params, dists = sampled
         c = constraint_of(record, None if record.status != "infeasible" else 1.0)
         told = values_of(record, self.objectives)
         self.study.add_trial(
             optuna.trial.create_trial(
-                params={name: values[name] for name in active},
-                distributions={name: self._dists[name] for name in active},
+                params=params,
+                distributions=dists,
                 value=told[0] if self.objectives == 1 else None,
                 values=None if self.objectives == 1 else told,
                 user_attrs={"constraint": c},

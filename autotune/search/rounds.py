@@ -1,0 +1,328 @@
+"""One search, round by round: what :func:`~autotune.search.tuner.tune` runs between setting a run
+up and finishing it.
+
+:class:`Search` holds the state of a search (the log, the strategy, the cost model and its
+training rows) and :meth:`Search.run_round` runs one round:
+
+1. ask the strategy (``search.strategy``, :mod:`autotune.search.strategies`: Optuna's TPE or
+   NSGA-II, evolutionary, random) for ``search.batch`` proposals (``search.measure_per_round``
+   with ``cost_model: none``); apply the space to each (a ScheduleError is an ``invalid`` trial)
+   and lower it with the config's pools (a pool overflow or ``peak > peak_limit`` is
+   ``infeasible``, with its exact peak, never compiled). Both are logged at once: every
+   infeasible one (they do not use the trial budget), at most ``measure_per_round`` invalid ones
+   per round (they do) so that they cannot use up the budget before anything is measured; the
+   other invalid ones are told to the strategy all the same and may be logged when proposed
+   again. A proposal whose trace (or, if invalid, whose knobs) is already logged is not tried
+   again: the strategy is told the logged result;
+2. rank the feasible ones with the cost model, refitted every round on the
+   features (:mod:`autotune.search.features`) of every timed (``ok`` or ``cutoff``) trial so far;
+3. measure ``measure_per_round`` of them: the best by prediction, plus an
+   ``epsilon`` share at random (seeded per round); all at random while the
+   model is not ready;
+4. append each result to ``output/trials.jsonl`` as it arrives (and hand it to the strategy's
+   :meth:`~autotune.search.strategies.SearchStrategy.logged`); at the end of the round the
+   strategy learns the outcome of every proposal (:class:`~autotune.search.strategies.Outcome`:
+   its trial, or none when it was ranked out or past the budget).
+
+A resumed run's strategy first learns every trial of the log, so each strategy continues where
+the killed run stopped.
+
+Early stop: once a trial is ``ok``, each measurement gets ``cutoff_ms`` = :data:`CUTOFF_FACTOR`
+times the best median so far, but at least :data:`CUTOFF_FLOOR_MS`
+(:class:`~autotune.measure.task.MeasureTask`): a candidate whose
+first timed run is slower stops there and is logged ``cutoff`` with that run's time (it uses the
+budget, is never the best, and its time still trains the cost model and the strategy).
+
+The round's time is charged to the stopwatch's parts (:data:`~autotune.search.stopwatch.PARTS`):
+``propose`` and ``learn`` (the strategy), ``lowering``, ``features``, ``model``, ``log`` and
+``wait`` (the executor).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..config import RunConfig
+from ..errors import ScheduleError
+from ..schedule import Schedule
+from ..workloads import Workload
+from . import candidates as cand
+from .cost_model import CostModel
+from .executors import Executor
+from .features import FEATURE_NAMES, feature_vector, features
+from .log import TrialLog
+from .records import TrialRecord, trace_key
+from .space import SearchSpace
+from .stopwatch import Stopwatch
+from .strategies import Outcome, Proposal, make_strategy
+from .strategies.optuna_storage import StudyStorage
+
+__all__ = ["CUTOFF_FACTOR", "CUTOFF_FLOOR_MS", "Search"]
+
+CUTOFF_FACTOR = 4.0
+"""A candidate whose first timed run is over this many times the best median so far is not timed
+further (the same kernel timed 0.4 ms and 4-11 ms minutes apart on the shared 2-core host, so a
+smaller factor would stop good candidates measured at a busy moment)."""
+CUTOFF_FLOOR_MS = 25.0
+"""The cutoff is never below this. One timed run is at the mercy of the scheduler: on the shared
+2-core host a process descheduled for a time slice made first runs of 12-16 ms out of kernels whose
+median is 5 µs, and a cutoff of 4x a microsecond best stopped most candidates (44 of 48 random
+trials; ``results/sample_efficiency.md``). Below the floor, timing a candidate in full costs little."""
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    """A feasible, unmeasured candidate of this round."""
+
+    proposal: Proposal
+    trace: str
+    key: str
+    lowering: cand.Lowering
+    row: list[float]
+
+    @property
+    def knobs(self) -> tuple[tuple[str, Any], ...]:
+        return self.proposal.knobs
+
+
+class Search:
+    """The state of one search: the log, the strategy, the model and the training rows."""
+
+    def __init__(
+        self,
+        cfg: RunConfig,
+        wl: Workload,
+        space: SearchSpace,
+        log: TrialLog,
+        model: CostModel,
+        executor: Executor,
+        progress: bool,
+        warm: list[dict[str, Any]] | None = None,
+        storage: StudyStorage | None = None,
+    ) -> None:
+        """``warm``: knobs to propose first (``search.warm_start``, :func:`best.warm_start`);
+        ``storage``: where the strategy keeps a copy of the log (``search.storage``), made anew
+        from the log's trials here."""
+        from tqdm import tqdm
+
+        self.cfg, self.wl, self.space, self.log, self.model = cfg, wl, space, log, model
+        self.executor = executor
+        self.strategy = make_strategy(cfg.search, space, storage)
+        self.logged: dict[str, TrialRecord] = {}  # by trace key
+        self.invalid: dict[tuple[tuple[str, Any], ...], TrialRecord] = {}  # by knobs
+        self.settled = 0  # invalid and infeasible trials logged this round
+        self.rows: list[list[float]] = []
+        self.times: list[float] = []
+        self.best_ms: float | None = None  # the best ok median so far (sets the cutoff)
+        self.counts: Counter[str] = Counter()
+        self.round = max((r.round for r in log.records), default=-1) + 1
+        self.next_trial = max((r.trial for r in log.records), default=-1) + 1
+        self.bar = tqdm(
+            total=cfg.search.trials,
+            disable=not progress,
+            desc=cfg.name,
+            unit="trial",
+            file=sys.stderr,
+            leave=True,
+        )
+        for record in log.records:
+            self._remember(record, None)
+        self.strategy.learn([Outcome(record) for record in log.records])  # a resumed strategy learns them
+        self.strategy.logged(log.records)
+        if not log.records:  # a resumed run has proposed them already
+            self.strategy.enqueue(warm or [])
+        self.clock = Stopwatch()  # where the search loop's time goes (TuneResult.driver)
+
+    # ---- bookkeeping -------------------------------------------------------
+    @property
+    def measured(self) -> int:
+        """Trials that use the budget: every logged status but ``infeasible``."""
+        return sum(n for status, n in self.counts.items() if status != "infeasible")
+
+    @property
+    def remaining(self) -> int:
+        return self.cfg.search.trials - self.measured
+
+    def _row(self, lowering: cand.Lowering) -> list[float]:
+        assert lowering.lowered is not None
+        lowered = lowering.lowered
+        values = features(lowered.func, lowered.plan, original=self.wl.func, target=self.space.target)
+        return feature_vector(values)
+
+    def _remember(self, record: TrialRecord, row: list[float] | None) -> None:
+        """Count a logged record, and keep its features when it is ``ok`` (recomputed on resume)."""
+        if record.status == "invalid":
+            self.invalid.setdefault(record.knobs, record)
+        else:
+            self.logged.setdefault(record.key, record)
+        self.counts[record.status] += 1
+        if record.status in ("ok", "cutoff") and record.median_ms is not None:  # a cutoff: slow, once
+            if record.ok:
+                self.best_ms = min(self.best_ms or record.median_ms, record.median_ms)
+            if row is None:
+                row = self._replay_row(record.trace)
+            if row is not None:
+                self.rows.append(row)
+                self.times.append(record.median_ms)
+        best = self.best_ms
+        failed = sum(n for s, n in self.counts.items() if s not in ("ok", "cutoff", "infeasible", "invalid"))
+        self.bar.set_postfix_str(
+            f"best {'-' if best is None else f'{best:.4g} ms'}, ok {self.counts['ok']}, "
+            f"infeasible {self.counts['infeasible']}, invalid {self.counts['invalid']}, failed {failed}",
+            refresh=False,
+        )
+        if record.status != "infeasible":
+            self.bar.update(1)
+
+    def _replay_row(self, trace: str) -> list[float] | None:
+        try:
+            sch = Schedule.replay(self.wl.func, trace)
+        except ScheduleError:
+            return None  # the workload changed since the log was written
+        mem = self.cfg.memory
+        lowering = cand.lower_candidate(sch.func, mem.pools, mem.planner, self.cfg.search.seed, None)
+        return self._row(lowering) if lowering.lowered is not None else None
+
+    def _append(self, record: TrialRecord, row: list[float] | None = None) -> None:
+        with self.clock("log"):
+            self.log.append(record)
+            self.strategy.logged([record])
+            self._remember(record, row)
+
+    def _number(self) -> int:
+        self.next_trial += 1
+        return self.next_trial - 1
+
+    # ---- one round ---------------------------------------------------------
+    def run_round(self) -> tuple[int, int]:
+        """Propose, filter, rank and measure one batch, and tell the strategy what became of each
+        proposal; return how many trials it logged, and how many of them use the budget."""
+        before, measured = len(self.log.records), self.measured
+        if self.model.ranks:
+            with self.clock("model"):
+                self.model.fit(_matrix(self.rows), np.asarray(self.times, dtype=float))
+        batch = self.cfg.search.batch if self.model.ranks else self.cfg.search.measure_per_round
+        feasible: list[_Candidate] = []
+        outcomes: list[Outcome] = []
+        self.settled = 0
+        twins: dict[str, list[Proposal]] = {}  # trace key -> later proposals of this round with that key
+        with self.clock("propose"):
+            proposals = self.strategy.propose(batch)
+        for proposal in proposals:
+            if self.remaining <= 0 or (not self.model.ranks and len(feasible) >= self.remaining):
+                outcomes.append(Outcome(None, proposal))  # past the budget: not a trial
+                continue
+            c = self._try(proposal, twins, outcomes)
+            if c is not None:
+                feasible.append(c)
+        self._measure(feasible, twins, outcomes)
+        with self.clock("learn"):
+            self.strategy.learn(outcomes)
+        self.round += 1
+        return len(self.log.records) - before, self.measured - measured
+
+    def _try(
+        self, proposal: Proposal, twins: dict[str, list[Proposal]], outcomes: list[Outcome]
+    ) -> _Candidate | None:
+        """Apply and lower one proposal; settle it at once if invalid, infeasible or measured
+        before (its outcome goes to ``outcomes``); None unless it is to be ranked."""
+        knobs = proposal.knobs
+        if knobs in self.invalid:  # these knobs gave no schedule before
+            outcomes.append(Outcome(self.invalid[knobs], proposal))
+            return None
+        try:
+            with self.clock("lowering"):
+                sch = self.space.apply(self.wl.func, dict(knobs))
+        except ScheduleError as exc:
+            reason = str(exc)
+            make = lambda n: TrialRecord(n, self.round, knobs, "invalid", reason=reason)  # noqa: E731
+            self._settle([proposal], 1.0, make, outcomes)
+            return None
+        trace = sch.trace_json()
+        key = trace_key(trace)
+        if key in self.logged:  # measured before (this run or the resumed one): nothing to measure
+            outcomes.append(Outcome(self.logged[key], proposal))
+            return None
+        if key in twins:
+            twins[key].append(proposal)
+            return None
+        twins[key] = []
+        mem = self.cfg.memory
+        with self.clock("lowering"):
+            low = cand.lower_candidate(sch.func, mem.pools, mem.planner, self.cfg.search.seed, mem.peak_limit)
+        if low.lowered is None:
+            self._settle(
+                [proposal, *twins.pop(key)], low.excess,
+                lambda n: TrialRecord(
+                    n, self.round, knobs, "infeasible", reason=low.reason, peak_bytes=low.peak,
+                    pool_bytes=low.pool_bytes, trace=trace,
+                ),
+                outcomes,
+            )  # fmt: skip
+            return None
+        with self.clock("features"):
+            row = self._row(low)
+        return _Candidate(proposal, trace, key, low, row)
+
+    def _settle(
+        self,
+        proposals: list[Proposal],
+        excess: float,
+        make: Callable[[int], TrialRecord],
+        outcomes: list[Outcome],
+    ) -> None:
+        """Log an invalid or infeasible candidate. Infeasible ones do not use the budget and are
+        all logged; past the round's share of ``measure_per_round`` invalid ones, the strategy is
+        told the record all the same but it is not logged (it may be in a later round)."""
+        record = make(self.next_trial)
+        if record.status == "infeasible" or (
+            self.settled < self.cfg.search.measure_per_round and self.remaining > 0
+        ):
+            self.settled += record.status != "infeasible"
+            self._number()  # the number the record took
+            self._append(record)
+        outcomes.extend(Outcome(record, p, excess) for p in proposals)
+
+    def _measure(
+        self, feasible: list[_Candidate], twins: dict[str, list[Proposal]], outcomes: list[Outcome]
+    ) -> None:
+        """Choose, measure and log; every feasible proposal's outcome goes to ``outcomes`` (None
+        for those not chosen)."""
+        s = self.cfg.search
+        n = min(s.measure_per_round, self.remaining, len(feasible))
+        with self.clock("model"):
+            predicted = self.model.predict(_matrix([c.row for c in feasible]))
+        rng = np.random.default_rng([s.seed, self.round])
+        chosen = [feasible[i] for i in cand.choose(predicted, n, s.epsilon, rng)]
+        ms = self.model.predicts_ms  # else the predictions are an order only: not recorded
+        guess = {c.key: float(p) for c, p in zip(feasible, predicted) if ms and np.isfinite(p)}
+        numbers = [self._number() for _ in chosen]
+        cutoff = None if self.best_ms is None else max(CUTOFF_FACTOR * self.best_ms, CUTOFF_FLOOR_MS)
+        tasks = [cand.make_task(self.cfg, c.trace, cutoff_ms=cutoff) for c in chosen]
+        for index, result, node in self.clock.iterate(self.executor.run(tasks)):
+            c = chosen[index]
+            record = TrialRecord.from_measure(
+                numbers[index], self.round, c.knobs, result, peak_bytes=c.lowering.peak,
+                pool_bytes=c.lowering.pool_bytes, predicted_ms=guess.get(c.key), node=node, trace=c.trace,
+            )  # fmt: skip
+            self._append(record, c.row)
+            outcomes.extend(
+                Outcome(record, p, c.lowering.excess) for p in (c.proposal, *twins.pop(c.key, []))
+            )
+        measured = {c.key for c in chosen}
+        for c in feasible:
+            if c.key not in measured:
+                outcomes.extend(Outcome(None, p) for p in (c.proposal, *twins.pop(c.key, [])))
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _matrix(rows: list[list[float]]) -> np.ndarray:
+    return np.asarray(rows, dtype=float).reshape(len(rows), len(FEATURE_NAMES))
