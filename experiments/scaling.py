@@ -159,7 +159,8 @@ def analyse(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def markdown(p: dict[str, Any]) -> str:
     runs, a = p["runs"], p["analysis"]
     la = p["load_start"]
-    parts = [n for n in runs[0]["parts_s"] if n not in (WAIT, "other")]  # the driver's parts the runs recorded
+    # the driver's parts as the runs recorded them
+    parts = [n for n in runs[0]["parts_s"] if n not in (WAIT, "other")]
     lines = [
         "# Scaling from 1 to 2 Ray workers",
         "",
@@ -213,7 +214,9 @@ def markdown(p: dict[str, Any]) -> str:
         f"and {runs[-1]['trials_logged'] - runs[-1]['trials_measured']} here: invalid or infeasible, no cost to the "
         "workers), so measured/min is the figure to compare.",
         "",
-        "Parts: " + "; ".join(f"`{n}` {PARTS[n]}" for n in (WAIT, *parts) if n in PARTS) + "; `other` what no part covers.",
+        "Parts: "
+        + "; ".join(f"`{n}` {PARTS[n]}" for n in (WAIT, *parts) if n in PARTS)
+        + "; `other` what no part covers.",
         "`timed s` is the timed part of the ok trials (warm-up + repeats x median), the only part the "
         f"timing lock serialises: {a['timed_share_of_1_worker_wait']:.1%} of the 1-worker run's waiting.",
         "",
