@@ -76,6 +76,11 @@ class Cascade:
     consumers: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """``(stage, readers)``: for each movable stage, the movable stages that read its buffer (it can
     be computed at the tile loop only where they are: a reader at root runs outside the loop)."""
+    stageable: tuple[tuple[str, str], ...] = ()
+    """``(stage, buffer)``: cascade stages that read a function input, which no other block reads,
+    through their rows (each load of it indexed by the stage's row variable: a convolution's or a
+    pool's input window, a dense layer's rows): a tile's part of it can be staged at the tile loop
+    (:func:`_stageable`)."""
     padded: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = ()
     """``(stage, buffers, producers)``: cascade stages that pad some reads inline
     (:func:`~autotune.analysis.padding.padded_reads`), the buffers they pad, and the movable
@@ -262,5 +267,31 @@ def _describe(
         packable=tuple(name for name, plan in plans.items() if plan.packed),
         dot_tileable=tuple(name for name, plan in plans.items() if plan.dot),
         consumers=consumers,
+        stageable=_stageable(func, blocks, stages, row_dims, (*movable, last.name)),
         padded=tuple(padded),
     )
+
+
+def _stageable(
+    func: ir.Func,
+    blocks: list[ir.Block],
+    stages: list[ir.Block],
+    row_dims: dict[int, int],
+    cascade: Sequence[str],
+) -> tuple[tuple[str, str], ...]:
+    """The (stage, input) pairs of :attr:`Cascade.stageable`: a copy of the input made at the tile
+    loop holds the rows of one tile (and its window's halo), and no reader outside the loop needs it."""
+    out = []
+    for i, block in enumerate(stages):
+        row_var = _dim_var(block, row_dims[i])
+        if block.name not in cascade or row_var is None:
+            continue
+        for region in block.reads:
+            buf = region.buffer
+            readers = [b for b in blocks if any(r.buffer is buf for r in b.reads)]
+            if not any(buf is p for p in func.inputs) or readers != [block]:
+                continue
+            loads = [ld for ld in ir.collect(block.body, ir.BufferLoad) if ld.buffer is buf]
+            if loads and all(any(row_var in ir.free_vars(i) for i in ld.indices) for ld in loads):
+                out.append((block.name, buf.name))
+    return tuple(dict.fromkeys(out))

@@ -11,8 +11,8 @@ documenting its knobs: rows per tile and strips (``tile_rows``, ``strip``), padd
 (``pad_<stage>``, ``padat_<stage>``), where each intermediate is computed (``at_<stage>``), rolling
 or recompute (``mode_<stage>``), fusing, unrolling and jamming short windows (``fuse_``,
 ``unroll_``, ``jam_``, ``jamrows_<stage>``), register tiles of contractions (``regtile_``,
-``chblock_``, ``pack_<stage>``), the cores and the vector mark (``parallel``, ``copy_pad``,
-``vectorize``), and pools (``pool_<stage>``). A per-stage knob is named after the function's
+``dot_``, ``chblock_``, ``pack_<stage>``), staged inputs (``stage_``, ``dbuf_<stage>_<input>``), the cores
+and the vector mark (``parallel``, ``copy_pad``, ``vectorize``), and pools (``pool_<stage>``). A per-stage knob is named after the function's
 block; a space file may narrow them with glob keys (``at_*``).
 """
 
@@ -35,6 +35,7 @@ from .rules import (
     RegisterTile,
     RowTiles,
     Rule,
+    Staging,
     Strip,
     Unroll,
     Vectorize,
@@ -47,7 +48,7 @@ from .target import Target
 __all__ = ["Cascade", "CascadeFamily", "analyze_cascade", "channel_blocks"]
 
 _ROW_TILES, _STRIP, _PADDING, _LOCATION, _WINDOW = RowTiles(), Strip(), Padding(), Location(), Window()
-_INLINE = Inline()
+_INLINE, _STAGING = Inline(), Staging()
 _UNROLL, _REGISTER_TILE, _PARALLEL, _VECTORIZE, _POOLS = (
     Unroll(),
     RegisterTile(),
@@ -57,13 +58,15 @@ _UNROLL, _REGISTER_TILE, _PARALLEL, _VECTORIZE, _POOLS = (
 )
 
 APPLY_ORDER: tuple[Rule, ...] = (
-    _ROW_TILES, _STRIP, _INLINE, _PADDING, _LOCATION, _WINDOW, _UNROLL, _REGISTER_TILE, _PARALLEL, _VECTORIZE, _POOLS,
+    _ROW_TILES, _STRIP, _INLINE, _PADDING, _LOCATION, _WINDOW, _STAGING, _UNROLL, _REGISTER_TILE, _PARALLEL,
+    _VECTORIZE, _POOLS,
 )  # fmt: skip
 """The order the rules schedule in: the tile loop first, every stage moved to it before the loops
 below it are fused, unrolled or register-tiled, the parallel and vector marks and pools last."""
 
 KNOB_ORDER: tuple[Rule, ...] = (
-    _ROW_TILES, _INLINE, _LOCATION, _WINDOW, _POOLS, _STRIP, _REGISTER_TILE, _UNROLL, _PADDING, _PARALLEL, _VECTORIZE,
+    _ROW_TILES, _INLINE, _LOCATION, _WINDOW, _POOLS, _STRIP, _REGISTER_TILE, _UNROLL, _PADDING, _STAGING, _PARALLEL,
+    _VECTORIZE,
 )  # fmt: skip
 """The order of the knobs in a space (what a sampler sees; the default assignment's order)."""
 

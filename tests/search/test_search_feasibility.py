@@ -31,6 +31,7 @@ knobs:
   fuse_*: {value: false}
   unroll_*: {value: false}
   vectorize: {value: false}
+  stage_*: {value: none}
 """
 
 

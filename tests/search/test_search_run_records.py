@@ -15,7 +15,7 @@ from autotune import cli
 from autotune.config import load_config
 from autotune.errors import AutotuneError
 from autotune.search import tuner as tuner_module
-from autotune.search.log import RUN_LOG_NAME, load_sessions
+from autotune.search.log import RUN_LOG_NAME, TrialLog, load_sessions
 from autotune.search.records import (
     RUN_PACKAGES,
     UNFINGERPRINTED,
@@ -151,7 +151,9 @@ def test_resume_with_a_larger_budget_continues_in_a_new_session(
     lines = load_sessions(out)
     assert [next(iter(line)) for line in lines] == ["session", "session_end", "session", "session_end"]
     assert lines[2]["session"]["logged_before"] == 4 and lines[2]["session"]["trials"] == 6
-    assert lines[3]["session_end"]["logged"] == 6
+    logged = TrialLog.load(out / "trials.jsonl")
+    assert sum(r.status != "infeasible" for r in logged) == 6  # infeasible trials use no budget
+    assert lines[3]["session_end"]["logged"] == len(logged)
     record = json.loads((out / "best.json").read_text())["run"]
     assert record["sessions"] == 2 and record["started"] == lines[0]["session"]["started"]
 

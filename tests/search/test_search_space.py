@@ -62,6 +62,7 @@ def test_pool_chain_knobs() -> None:
         Knob("at_pool1", ("tile", "root"), kind="location"),
         Knob("mode_pool1", ("recompute", "rolling"), (("at_pool1", ("tile",)),), "window"),
         Knob("pool_pool1", ("dtcm", "sram"), kind="pool"),
+        Knob("pool_pool1_data", ("dtcm", "sram"), (("stage_pool1_data", ("tile",)),), "pool"),
         Knob("strip", (0, 4, 8, 16), kind="tile"),
         Knob("fuse_pool1", (False, True), kind="unroll"),
         Knob("fuse_pool2", (False, True), kind="unroll"),
@@ -71,6 +72,8 @@ def test_pool_chain_knobs() -> None:
         Knob("jam_pool2", (1, 2, 4), (("unroll_pool2", (True,)), ("fuse_pool2", (False,))), "unroll"),
         Knob("jamrows_pool1", (1, 2, 4), (("unroll_pool1", (True,)), ("fuse_pool1", (False,))), "unroll"),
         Knob("jamrows_pool2", (1, 2, 4), (("unroll_pool2", (True,)), ("fuse_pool2", (False,))), "unroll"),
+        Knob("stage_pool1_data", ("none", "tile"), (("at_pool1", ("tile",)),), "location"),
+        Knob("dbuf_pool1_data", (False, True), (("stage_pool1_data", ("tile",)),), "location"),
         Knob("parallel", ("none", "outer"), kind="parallel"),
         Knob("copy_pad", (0, 4096), (("parallel", ("outer",)),), "parallel"),
         Knob("vectorize", (False, True), kind="vectorize"),
@@ -81,6 +84,7 @@ def test_pool_chain_knobs() -> None:
         "at_pool1": "tile",
         "mode_pool1": "recompute",
         "pool_pool1": "dtcm",
+        "pool_pool1_data": "dtcm",
         "strip": 0,
         "fuse_pool1": False,
         "fuse_pool2": False,
@@ -90,14 +94,17 @@ def test_pool_chain_knobs() -> None:
         "jam_pool2": 1,
         "jamrows_pool1": 1,
         "jamrows_pool2": 1,
+        "stage_pool1_data": "none",
+        "dbuf_pool1_data": False,
         "parallel": "none",
         "copy_pad": 0,
         "vectorize": False,
     }
     # jam_<stage> and jamrows_<stage> count 3 x 3 only where unroll is on and fuse off (1 of 4
     # cases): 3x per stage; copy_pad counts 2 only with parallel outer: 1.5x; mode_pool1 counts 2
-    # only with pool1 at the tile loop: 3 of the 4 (at, mode) pairs
-    assert space.size() == 768 * 16 * 3 * 3 * 3 // 2 * 3 // 4
+    # only with pool1 at the tile loop, and so does the staging of its input (none, or tile with 2
+    # dbuf x 2 pools: 5): 2 x 5 + 1 of the 4 (at, mode) pairs
+    assert space.size() == 768 * 16 * 3 * 3 * 3 // 2 * 11 // 4
 
 
 def test_conditional_knobs_are_sampled_only_where_they_matter() -> None:
@@ -274,6 +281,7 @@ def test_trace_of_a_cascade(golden: Any) -> None:
         "unroll_pool1": False,
         "unroll_pool2": False,
         "parallel": "outer",
+        "stage_pool1_data": "none",
         "tile_rows": 4,
         "mode_pool1": "rolling",
         "pool_pool1": "sram",
@@ -313,13 +321,18 @@ def test_a_mutated_decision_rebuilds_the_rest_of_the_trace() -> None:
 def test_a_trace_with_a_decision_outside_the_space_is_refused() -> None:
     wl, space = small("pool_chain")
     trace = space.apply(wl.func, {"tile_rows": 4}).trace_json().replace('"decision": 4', '"decision": 3')
-    with pytest.raises(ScheduleError, match=r"trace step \d+ does not apply: decision 'tile_rows': 3 is not one of its candidates \[1, 2, 4, 8, 16, 32\]"):
+    with pytest.raises(
+        ScheduleError,
+        match=r"trace step \d+ does not apply: decision 'tile_rows': 3 is not one of its candidates \[1, 2, 4, 8, 16, 32\]",
+    ):
         Schedule.replay(wl.func, trace)
     with pytest.raises(ValueError, match=r"knob 'tile_rows' has choices \[1, 2, 4, 8, 16, 32\], got 3"):
         space.decisions(trace)
 
 
-def test_fuse_and_unroll_give_one_contiguous_loop_and_straight_line_windows(golden: Any, tmp_path: Path) -> None:
+def test_fuse_and_unroll_give_one_contiguous_loop_and_straight_line_windows(
+    golden: Any, tmp_path: Path
+) -> None:
     from autotune.measure import measure
 
     wl, space = small("pool_chain")
@@ -336,7 +349,9 @@ def test_fuse_and_unroll_give_one_contiguous_loop_and_straight_line_windows(gold
     # the fused index is contiguous: no // or % of the fused loop variable is left
     assert "x_c_fused //" not in str(lowered.func) and "x_c_fused %" not in str(lowered.func)
     inputs = wl.make_inputs(0)
-    result = measure(lowered.func, wl.reference, inputs, lowered.plan, warmup=0, repeats=1, cache_dir=str(tmp_path))
+    result = measure(
+        lowered.func, wl.reference, inputs, lowered.plan, warmup=0, repeats=1, cache_dir=str(tmp_path)
+    )
     assert result.status == "ok", result
 
 
@@ -348,7 +363,10 @@ def test_jam_unrolls_neighbouring_columns_below_the_channels(golden: Any, tmp_pa
     values |= {"unroll_pool1": True, "unroll_pool2": True, "jam_pool1": 4, "jam_pool2": 4}
     sch = space.apply(wl.func, values)
     # pool1 has 10 columns per strip: 4 does not divide them, 2 does
-    assert [step.kwargs()["factors"] for step in sch.trace if step.op == "split"][-2:] == [(None, 2), (None, 4)]
+    assert [step.kwargs()["factors"] for step in sch.trace if step.op == "split"][-2:] == [
+        (None, 2),
+        (None, 4),
+    ]
     # columns, channels, the unrolled neighbours, then the window: its columns outside its rows
     assert sch.get_loops("pool2")[-5:] == ("x_1_1_0", "c_1", "x_1_1_1", "rw_1", "rh_1")
     lowered = lower(sch.func, pools=BIG)
@@ -359,7 +377,9 @@ def test_jam_unrolls_neighbouring_columns_below_the_channels(golden: Any, tmp_pa
     pool2 = text[text.index("pool2_flat_acc_0 = _c0") :]
     assert pool2.count("= pool1_data[") == 18 and len(re.findall(r"\bt_\d+ = max", pool2)) == 18
     inputs = wl.make_inputs(0)
-    result = measure(lowered.func, wl.reference, inputs, lowered.plan, warmup=0, repeats=1, cache_dir=str(tmp_path))
+    result = measure(
+        lowered.func, wl.reference, inputs, lowered.plan, warmup=0, repeats=1, cache_dir=str(tmp_path)
+    )
     assert result.status == "ok", result
     # without unroll, or with fuse, jam changes nothing
     plain = {**values, "unroll_pool2": False}
@@ -393,7 +413,15 @@ def test_jamrows_unrolls_neighbouring_rows_outside_the_columns(golden: Any, tmp_
     assert pool1.count("= data_flat[") == 16 and len(re.findall(r"\bt(_\d+)? = max", pool1)) == 18
     # 4 x 2 windows of pool2: 6 x 4 loads, 36 max (64 apart): rows 1 and 3 reuse a pair of rows
     assert pool2.count("= pool1_data[") == 24 and len(re.findall(r"\bt_\d+ = max", pool2)) == 36
-    result = measure(lowered.func, wl.reference, wl.make_inputs(0), lowered.plan, warmup=0, repeats=1, cache_dir=str(tmp_path))
+    result = measure(
+        lowered.func,
+        wl.reference,
+        wl.make_inputs(0),
+        lowered.plan,
+        warmup=0,
+        repeats=1,
+        cache_dir=str(tmp_path),
+    )
     assert result.status == "ok", result
     # like jam_, it changes nothing without unroll or with fuse
     plain = {**values, "unroll_pool2": False}
@@ -456,7 +484,11 @@ def _unrolled_statements(stmt: ir.Stmt) -> int:
     if isinstance(stmt, (ir.Allocate, ir.DeclBuffer)):
         return _unrolled_statements(stmt.body)
     if isinstance(stmt, ir.IfThenElse):
-        return 1 + _unrolled_statements(stmt.then_case) + (_unrolled_statements(stmt.else_case) if stmt.else_case else 0)
+        return (
+            1
+            + _unrolled_statements(stmt.then_case)
+            + (_unrolled_statements(stmt.else_case) if stmt.else_case else 0)
+        )
     return 1
 
 
@@ -512,6 +544,8 @@ def test_narrow_fix_and_globs() -> None:
         "regtile_depthwise": (0, 1, 2, 4, 8, 16),
         "regtile_project": (0, 1, 2, 4, 8, 16),
         "pad_depthwise": ("inline", "copy"),
+        "stage_expand_data": ("none", "tile"),
+        "dbuf_expand_data": (False, True),
         "parallel": ("none", "outer"),
         "copy_pad": (0, 4096),
     }
@@ -521,6 +555,7 @@ def test_narrow_fix_and_globs() -> None:
         "mode_depthwise": "recompute",
         "pool_expand": "dtcm",
         "pool_depthwise": "dtcm",
+        "pool_expand_data": "dtcm",
         "unroll_project": False,
         "vectorize": True,
         "padat_depthwise": "tile",  # its producer expand is fixed at the tile loop: so is the copy
@@ -602,7 +637,13 @@ def test_mutate_changes_active_knobs_and_resets_the_inactive() -> None:
     from autotune.search.mutators import mutate
 
     _, space = small("pool_chain")
-    parent = {**space.default(), "unroll_pool2": True, "jam_pool2": 4, "jamrows_pool2": 2, "parallel": "outer"}
+    parent = {
+        **space.default(),
+        "unroll_pool2": True,
+        "jam_pool2": 4,
+        "jamrows_pool2": 2,
+        "parallel": "outer",
+    }
     rng = np.random.default_rng(0)
     seen = set()
     for _ in range(200):
@@ -613,13 +654,18 @@ def test_mutate_changes_active_knobs_and_resets_the_inactive() -> None:
         seen |= changed
         if child["unroll_pool2"] is False or child["fuse_pool2"] is True:
             # jam_ and jamrows_ went inactive: back to their defaults
-            assert changed - {"unroll_pool2", "fuse_pool2"} == {"jam_pool2", "jamrows_pool2"} and len(changed) == 3
+            assert (
+                changed - {"unroll_pool2", "fuse_pool2"} == {"jam_pool2", "jamrows_pool2"}
+                and len(changed) == 3
+            )
         elif child["parallel"] == "none":
             assert changed == {"parallel"}  # copy_pad was at its default already
         else:
             assert len(changed) == 1
     # inactive knobs are never drawn (jam_pool1 needs unroll_pool1), every active one is
-    assert "jam_pool1" not in seen and {"tile_rows", "strip", "jam_pool2", "jamrows_pool2", "copy_pad"} <= seen
+    assert (
+        "jam_pool1" not in seen and {"tile_rows", "strip", "jam_pool2", "jamrows_pool2", "copy_pad"} <= seen
+    )
     for seed in range(50):  # two distinct knobs: the second never undoes the first (it may switch
         # the first one off: copy_pad, then parallel none, leaves one change)
         two = dict(mutate(space, parent, np.random.default_rng(seed), changes=2))
@@ -634,18 +680,26 @@ def test_a_knob_of_no_known_kind_is_refused() -> None:
 def test_every_derived_knob_has_a_kind_saying_what_it_decides() -> None:
     _, space = small("pool_chain")
     kinds = {k.name: k.kind for k in space.knobs}
-    assert {n for n, kind in kinds.items() if kind == "location"} == {"at_pool1"}
+    assert {n for n, kind in kinds.items() if kind == "location"} == {
+        "at_pool1",
+        "stage_pool1_data",
+        "dbuf_pool1_data",
+    }
     assert {n for n, kind in kinds.items() if kind == "window"} == {"mode_pool1"}
-    assert {n for n, kind in kinds.items() if kind == "pool"} == {"pool_pool1"}
+    assert {n for n, kind in kinds.items() if kind == "pool"} == {"pool_pool1", "pool_pool1_data"}
 
 
 def test_a_rule_turned_off_fixes_its_knobs_where_it_does_nothing() -> None:
     wl, _ = small("bottleneck")
-    space = load_space(write_space("family: cascade\nrules: {register_tile: off, unroll: off}\n"), wl, POOLS[:1])
+    space = load_space(
+        write_space("family: cascade\nrules: {register_tile: off, unroll: off}\n"), wl, POOLS[:1]
+    )
     names = {k.name for k in space.knobs}
     assert not any(n.startswith(("regtile_", "chblock_", "pack_", "unroll_", "fuse_", "jam")) for n in names)
     fixed = dict(space.fixed)
-    assert fixed["regtile_expand"] == 0 and fixed["regtile_project"] == 0 and fixed["unroll_depthwise"] is False
+    assert (
+        fixed["regtile_expand"] == 0 and fixed["regtile_project"] == 0 and fixed["unroll_depthwise"] is False
+    )
     assert "at_expand" in names and "tile_rows" in names  # the other rules keep their knobs
     quoted = load_space(write_space("family: cascade\nrules: {location: 'off'}\n"), wl, POOLS[:1])
     assert dict(quoted.fixed)["at_expand"] == "root" and "mode_expand" not in {k.name for k in quoted.knobs}
@@ -654,9 +708,15 @@ def test_a_rule_turned_off_fixes_its_knobs_where_it_does_nothing() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("rules: {register_tiles: off}\n", r"rules\.register_tiles: unknown rule; did you mean 'register_tile'\?"),
+        (
+            "rules: {register_tiles: off}\n",
+            r"rules\.register_tiles: unknown rule; did you mean 'register_tile'\?",
+        ),
         ("rules: {unroll: on}\n", r"rules\.unroll: expected off, got True"),
-        ("rules: {pools: off}\n", r"rules\.pools: rule 'pools' cannot be turned off: every schedule of the family needs it"),
+        (
+            "rules: {pools: off}\n",
+            r"rules\.pools: rule 'pools' cannot be turned off: every schedule of the family needs it",
+        ),
         ("rules: [unroll]\n", r"rules: expected a mapping of rule names to off"),
         (
             "rules: {unroll: off}\nknobs:\n  unroll_*: [true]\n",

@@ -9,6 +9,7 @@ In the order the cascade family applies them:
 - :class:`~.location.Padding`: padded copies of inline-padded reads, and where they go;
 - :class:`~.location.Location`: each intermediate at the tile loop or at root;
 - :class:`~.location.Window`: rolling buffer or recompute for overlapping tiles;
+- :class:`~.staging.Staging`: a tile's rows of a chain input copied at the tile loop, double-buffered;
 - :class:`~.unroll.Unroll`: fuse, unroll and unroll-and-jam of short windows;
 - :class:`~.tiling.RegisterTile`: multi-level tiling of every contraction;
 - :class:`~.parallel.Parallel` and :class:`~.parallel.Vectorize`: the cores and the vector mark;
@@ -19,6 +20,7 @@ from .base import Chain, Nest, Rule, register_tiled, tile_choices
 from .location import Inline, Location, Padding, Window, kept, locations
 from .parallel import COPY_PADS, Parallel, Vectorize
 from .pools import Pools
+from .staging import Staging, staged_inputs
 from .tiling import REGISTER_COLUMNS, RegisterTile, RowTiles, Strip, channel_blocks, register_tile
 from .unroll import Unroll, jam
 
@@ -35,6 +37,7 @@ __all__ = [
     "RegisterTile",
     "RowTiles",
     "Rule",
+    "Staging",
     "Strip",
     "Unroll",
     "Vectorize",
@@ -45,5 +48,6 @@ __all__ = [
     "locations",
     "register_tile",
     "register_tiled",
+    "staged_inputs",
     "tile_choices",
 ]

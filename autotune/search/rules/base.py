@@ -88,6 +88,8 @@ class Nest:
     """Where each movable stage is computed: ``tile`` or ``root``."""
     copies: dict[str, list[str]] = field(default_factory=dict)
     """Per stage, the padded copies that go to the tile loop with it."""
+    staged: dict[tuple[str, str], str] = field(default_factory=dict)
+    """Per (stage, input), the block (and buffer) of the staged copy (:class:`~autotune.search.rules.staging.Staging`)."""
 
 
 class Rule(ABC):

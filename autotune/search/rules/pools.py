@@ -17,7 +17,8 @@ __all__ = ["Pools"]
 
 class Pools(Rule):
     """``pool_<stage>``: the pool of the buffer each block writes (``set_pools``), for every
-    intermediate buffer that is not inlined, when the config has pools. The planner places each allocation in its pool
+    intermediate buffer that is not inlined, and ``pool_<stage>_<input>`` of each staged input
+    (:class:`~autotune.search.rules.staging.Staging`), when the config has pools. The planner places each allocation in its pool
     and the candidate is infeasible (never compiled) where a pool overflows."""
 
     name = "pools"
@@ -28,8 +29,16 @@ class Pools(Rule):
         if not chain.pools:
             return []
         return [
-            choice_domain(f"pool_{block}", chain.pools, kept(chain, block), kind="pool")
-            for block, _ in chain.cascade.buffers
+            *(
+                choice_domain(f"pool_{block}", chain.pools, kept(chain, block), kind="pool")
+                for block, _ in chain.cascade.buffers
+            ),
+            *(
+                choice_domain(
+                    f"pool_{stage}_{buf}", chain.pools, ((f"stage_{stage}_{buf}", ("tile",)),), kind="pool"
+                )
+                for stage, buf in chain.cascade.stageable
+            ),
         ]
 
     def apply(
@@ -38,4 +47,8 @@ class Pools(Rule):
         for block, buffer in c.buffers:
             if f"pool_{block}" in values and not values.get(f"inline_{block}", False):
                 sch = sch.set_pools(block, buffer, [values[f"pool_{block}"]])
+        for stage, buf in c.stageable:
+            copy = nest.staged.get((stage, buf))
+            if copy is not None and f"pool_{stage}_{buf}" in values:
+                sch = sch.set_pools(copy, copy, [values[f"pool_{stage}_{buf}"]])
         return sch
