@@ -1,7 +1,7 @@
 """The built-in workloads tuned from scratch in 64 measured trials, against their stored best schedules.
 
     .venv/bin/python experiments/builtins_64.py [--workloads NAME ...] [--trials 64] [--skip-tune]
-        [--rounds 7] [--min-ms 100] [--output results]
+        [--strategy optuna|evolutionary|random] [--rounds 7] [--min-ms 100] [--output results]
 
 For each built-in workload with a stored tuned schedule (``results/<name>/best.json``, tuned with
 its own config: 40-320 trials, some with a warm start and mutation), phase 1 writes
@@ -9,7 +9,8 @@ its own config: 40-320 trials, some with a warm start and mutation), phase 1 wri
 (``experiments/configs/<name>.yaml``) with the same workload, memory and measurement, but the search
 in the rules' space (``cascade``, also for the matmul, whose stored schedule comes from the closed
 ``gemm`` family), cut to ``--trials`` measured trials, TPE + XGBoost, seed 0, no warm start and no
-mutation; and runs
+mutation (with ``--strategy evolutionary`` or ``random``: that strategy and XGBoost; the config,
+the run and the report are suffixed ``_<strategy>``); and runs
 ``autotune run`` on it into ``results/builtins_64/<name>`` (skipped with ``--skip-tune``). Phase 2,
 in one process: both schedules (each ``best.json`` replayed and lowered with its run's pools) are
 checked against the reference and timed in turn each round; the ratio is the median over rounds
@@ -45,12 +46,31 @@ WORKLOADS = ("pool_chain", "bottleneck", "matmul")
 TARGET = 1.10
 
 
-def write_config(name: str, trials: int) -> Path:
+def suffix(strategy: str) -> str:
+    """The suffix of a strategy's configs, runs and report (none for the default, TPE)."""
+    return "" if strategy == "optuna" else f"_{strategy}"
+
+
+def write_config(name: str, trials: int, strategy: str = "optuna") -> Path:
     """The workload's config with the search in the rules' space, cut to ``trials`` trials, from scratch."""
     doc = yaml.safe_load((CONFIGS / f"{name}.yaml").read_text(encoding="utf-8"))
-    doc["search"] = {"space": "cascade", "trials": trials, "sampler": "tpe", "cost_model": "xgboost", "seed": 0}
-    doc["output"] = f"../../../results/builtins_64/{name}"
-    path = CONFIGS / "builtins_64" / f"{name}.yaml"
+    doc["search"] = {
+        "space": "cascade",
+        "trials": trials,
+        "sampler": "tpe",
+        "cost_model": "xgboost",
+        "seed": 0,
+    }
+    if strategy != "optuna":
+        doc["search"] = {
+            "space": "cascade",
+            "trials": trials,
+            "strategy": strategy,
+            "cost_model": "xgboost",
+            "seed": 0,
+        }
+    doc["output"] = f"../../../results/builtins_64/{name}{suffix(strategy)}"
+    path = CONFIGS / "builtins_64" / f"{name}{suffix(strategy)}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     text = yaml.safe_dump(doc, sort_keys=False, default_flow_style=None)
     header = (
@@ -62,8 +82,8 @@ def write_config(name: str, trials: int) -> Path:
     return path
 
 
-def tune(name: str, trials: int) -> None:
-    autotune_run(write_config(name, trials), RUNS / name)
+def tune(name: str, trials: int, strategy: str = "optuna") -> None:
+    autotune_run(write_config(name, trials, strategy), RUNS / f"{name}{suffix(strategy)}")
 
 
 def _statuses(log: Path) -> dict[str, int]:
@@ -74,9 +94,10 @@ def _statuses(log: Path) -> dict[str, int]:
     return {s: statuses.count(s) for s in sorted(set(statuses), key=str)}
 
 
-def compare(name: str, rounds: int, min_ms: float) -> dict[str, Any]:
+def compare(name: str, rounds: int, min_ms: float, strategy: str = "optuna") -> dict[str, Any]:
     """Time the stored and the new best schedule of ``name`` in turn, ``rounds`` times."""
-    stored_path, new_path = REPO / "results" / name / "best.json", RUNS / name / "best.json"
+    run = RUNS / f"{name}{suffix(strategy)}"
+    stored_path, new_path = REPO / "results" / name / "best.json", run / "best.json"
     stored = json.loads(stored_path.read_text(encoding="utf-8"))
     wl = workloads.get(stored["workload"]["name"], **stored["workload"]["args"])
     inputs = wl.make_inputs(0)
@@ -91,7 +112,7 @@ def compare(name: str, rounds: int, min_ms: float) -> dict[str, Any]:
             continue
         systems.append((label, tuned))
         row[f"{label} peak B"] = tuned.workspace
-    row["new trials by status"] = _statuses(RUNS / name / "trials.jsonl")
+    row["new trials by status"] = _statuses(run / "trials.jsonl")
     if len(systems) < 2:
         return row
     ms: dict[str, list[float]] = {label: [] for label, _ in systems}
@@ -104,7 +125,15 @@ def compare(name: str, rounds: int, min_ms: float) -> dict[str, Any]:
     return row
 
 
-def report(rows: list[dict[str, Any]], argv: Sequence[str], trials: int, rounds: int, min_ms: float) -> list[str]:
+def report(
+    rows: list[dict[str, Any]],
+    argv: Sequence[str],
+    trials: int,
+    rounds: int,
+    min_ms: float,
+    strategy: str = "optuna",
+) -> list[str]:
+    search = "TPE + XGBoost" if strategy == "optuna" else f"{strategy} + XGBoost"
     md = [
         f"# Built-in workloads tuned from scratch in {trials} trials",
         "",
@@ -112,7 +141,7 @@ def report(rows: list[dict[str, Any]], argv: Sequence[str], trials: int, rounds:
         f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC. {bench._machine()}.",
         "",
         f"`new`: the best of {trials} measured trials from scratch in the rules' space (`cascade`; "
-        "`experiments/configs/builtins_64/`: TPE + XGBoost, seed 0, no warm start, no mutation); `stored`: "
+        f"`experiments/configs/builtins_64/`: {search}, seed 0, no warm start, no mutation); `stored`: "
         "`results/<name>/best.json` (its own config and space). "
         f"{rounds} rounds, in each both timed in turn (the median of back-to-back calls over {min_ms:g} ms); "
         f"`new/stored` is the median of the per-round ratios. Target: at most {TARGET:.2f}.",
@@ -139,16 +168,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workloads", nargs="+", choices=WORKLOADS, default=list(WORKLOADS))
     parser.add_argument("--trials", type=int, default=64)
     parser.add_argument("--skip-tune", action="store_true")
+    parser.add_argument("--strategy", choices=("optuna", "evolutionary", "random"), default="optuna")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--min-ms", type=float, default=100.0)
     parser.add_argument("--output", type=Path, default=REPO / "results")
     args = parser.parse_args(argv)
     if not args.skip_tune:
         for name in args.workloads:
-            tune(name, args.trials)
-    rows = [compare(name, args.rounds, args.min_ms) for name in args.workloads]
-    md = report(rows, argv, args.trials, args.rounds, args.min_ms)
-    write_results(args.output, "builtins_64", md, {"rows": rows, "trials": args.trials, "rounds": args.rounds})
+            tune(name, args.trials, args.strategy)
+    rows = [compare(name, args.rounds, args.min_ms, args.strategy) for name in args.workloads]
+    md = report(rows, argv, args.trials, args.rounds, args.min_ms, args.strategy)
+    stem = f"builtins_64{suffix(args.strategy)}"
+    write_results(args.output, stem, md, {"rows": rows, "trials": args.trials, "rounds": args.rounds})
     print("\n".join(md))
     return 0
 
