@@ -21,7 +21,6 @@ import os
 import signal
 import subprocess
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -140,18 +139,18 @@ def test_an_annotation_far_outside_the_buffer_is_refused_before_any_kernel() -> 
 
 
 class Killer(threading.Thread):
-    """Waits for ``pidfile`` to appear, then SIGKILLs the pid it names (never this process)."""
+    """Waits for ``pidfile`` to appear, then SIGKILLs the pid it names (never this process); gives up
+    when ``stop`` is set (the run is over: ``problem`` then says that no worker announced itself)."""
 
-    def __init__(self, pidfile: Path, limit_s: float = 120.0) -> None:
+    def __init__(self, pidfile: Path) -> None:
         super().__init__(daemon=True)
-        self.pidfile, self.limit_s = pidfile, limit_s
+        self.pidfile = pidfile
         self.killed: int | None = None
         self.problem = ""
         self.stop = threading.Event()
 
     def run(self) -> None:
-        deadline = time.monotonic() + self.limit_s
-        while not self.stop.is_set() and time.monotonic() < deadline:
+        while not self.stop.wait(0.02):
             if self.pidfile.exists():
                 pid = int(self.pidfile.read_text())
                 if pid == os.getpid():
@@ -160,7 +159,6 @@ class Killer(threading.Thread):
                 os.kill(pid, signal.SIGKILL)
                 self.killed = pid
                 return
-            time.sleep(0.02)
         self.problem = "no worker announced its pid"
 
 
@@ -194,10 +192,13 @@ def test_worker_killed_mid_task_is_a_crashed_trial_and_the_run_goes_on(tmp_path:
         assert reason.startswith("the worker died: WorkerCrashedError: "), reason
     else:
         assert reason == "the worker died: exit code -9 (killed by SIGKILL)"
-    # the run went on: trials after the crash were measured, in this round and in later ones
-    later = logged[crashed[0] + 1 :]
-    assert any(r.ok for r in later), [(r.status, r.reason) for r in logged]
-    assert any(r.ok and r.round > logged[crashed[0]].round for r in logged)
+    # the run went on: trials after the crash were measured (built, checked and timed by a live
+    # worker), in this round and in later ones. From the second round on a trial may be ``cutoff``
+    # rather than ``ok``: its one timed run is compared with 4x the best median so far (at least
+    # 25 ms), and on a loaded machine a microsecond kernel's run that loses its core takes 10-70 ms
+    measured = [i for i, r in enumerate(logged) if r.status in ("ok", "cutoff")]
+    assert any(i > crashed[0] for i in measured), [(r.status, r.reason) for r in logged]
+    assert any(logged[i].round > logged[crashed[0]].round for i in measured)
     assert_nothing_lost(executor.results, logged)
     assert result.best.ok and result.best.status == "ok"
     assert (cfg.output / "best.json").exists()
