@@ -21,6 +21,7 @@ buffer views (a ``DeclBuffer`` alias): it would not see the accesses through the
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,40 @@ from .primitives import PRIMITIVES
 from .primitives.memory import register_overflows
 from .tree import block_names, block_path, get_block, loop_path, loops_above
 
+_EXTEND = threading.Lock()
+"""Held while a :class:`_Decisions` is extended in place (schedules may be shared between threads)."""
+
+
+class _Decisions:
+    """The decisions (name, value) taken along a chain of schedules, stored once for the chain.
+
+    A schedule sees the first ``count`` entries. A decision taken by the schedule that sees them
+    all is appended in place (the usual straight chain: nothing is copied, each decision is
+    stored once); one taken by a schedule that branches off an earlier point copies its prefix."""
+
+    __slots__ = ("entries", "position")
+
+    def __init__(self, entries: Sequence[tuple[str, Any]] = ()) -> None:
+        self.entries: list[tuple[str, Any]] = list(entries)
+        self.position: dict[str, int] = {}  # a name's first entry
+        for i, (name, _) in enumerate(self.entries):
+            self.position.setdefault(name, i)
+
+    def has(self, name: str, count: int) -> bool:
+        """Whether ``name`` is among the first ``count`` decisions."""
+        at = self.position.get(name)
+        return at is not None and at < count
+
+    def extended(self, count: int, name: str, value: Any) -> _Decisions:
+        """The store of the first ``count`` decisions followed by ``name``: this one when nothing
+        follows them yet, else a copy of that prefix."""
+        with _EXTEND:
+            if len(self.entries) == count:
+                self.entries.append((name, value))
+                self.position.setdefault(name, count)
+                return self
+        return _Decisions([*self.entries[:count], (name, value)])
+
 
 @dataclass(frozen=True)
 class Schedule:
@@ -41,10 +76,17 @@ class Schedule:
     original: ir.Func | None = None
     trace: tuple[tr.Step, ...] = ()
     last: tuple[str, ...] = field(default=(), compare=False)
+    _decisions: _Decisions | None = field(default=None, compare=False, repr=False)
+    """The trace's ``sample`` decisions (the first ``_decided`` entries); read from ``trace`` when None."""
+    _decided: int = field(default=0, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.original is None:
             object.__setattr__(self, "original", self.func)
+        if self._decisions is None:
+            taken = [s.kwargs() for s in self.trace if s.op == "sample"]
+            object.__setattr__(self, "_decisions", _Decisions([(k["name"], k["decision"]) for k in taken]))
+            object.__setattr__(self, "_decided", len(taken))
 
     # ---- queries -----------------------------------------------------------
     def get_block(self, name: str) -> str:
@@ -76,9 +118,14 @@ class Schedule:
         check_args(op, fn, kwargs)
         _check_aliases(op, self.func, kwargs)
         func, outputs = fn(self.func, **kwargs)
-        _check_registers(op, self.func, func)
+        if func is not self.func:  # an unchanged function (a ``sample`` step) has no new buffer
+            _check_registers(op, self.func, func)
         step = tr.make_step(op, tuple(outputs), **kwargs)
-        return Schedule(func, self.original, (*self.trace, step), tuple(outputs))
+        decisions, decided = self._decisions, self._decided
+        if op == "sample":
+            assert decisions is not None
+            decisions, decided = decisions.extended(decided, kwargs["name"], kwargs["decision"]), decided + 1
+        return Schedule(func, self.original, (*self.trace, step), tuple(outputs), decisions, decided)
 
     @classmethod
     def replay(cls, func: ir.Func, steps: Sequence[tr.Step] | str) -> Schedule:
@@ -99,13 +146,15 @@ class Schedule:
     def sample(self, name: str, kind: str, candidates: Sequence[Any], decision: Any) -> Schedule:
         """Record a decision of the search: ``name`` took ``decision`` among ``candidates`` (see
         :mod:`~autotune.schedule.primitives.sample`); the function is unchanged. A name is decided once."""
-        if name in self.decisions():
+        assert self._decisions is not None
+        if self._decisions.has(name, self._decided):
             raise ScheduleError("sample", f"decision {name!r} is already taken in this trace")
         return self.apply("sample", name=name, kind=kind, candidates=tuple(candidates), decision=decision)
 
     def decisions(self) -> dict[str, Any]:
         """The value of every decision the trace records, by name, in the order taken."""
-        return {s.kwargs()["name"]: s.kwargs()["decision"] for s in self.trace if s.op == "sample"}
+        assert self._decisions is not None
+        return dict(self._decisions.entries[: self._decided])
 
     # ---- loops -------------------------------------------------------------
     def split(self, loop: str, factors: Sequence[int | None], names: Sequence[str] | None = None) -> Schedule:

@@ -26,6 +26,7 @@ import fnmatch
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from math import prod
 from pathlib import Path
 from typing import Any
@@ -118,7 +119,7 @@ class SearchSpace:
     def size(self) -> int:
         """The number of assignments, an inactive knob counting once (some may still give the
         same schedule or be impossible)."""
-        controls = [k for k in self.knobs if k.name in self._controlling()]
+        controls = [k for k in self.knobs if k.name in self._controls]
         free = [k for k in self.knobs if k not in controls]
         total = 0
         for combo in itertools.product(*(k.choices for k in controls)):
@@ -133,13 +134,19 @@ class SearchSpace:
         given = {**dict(self.fixed), **values}
         return {k.name: values[k.name] for k in self.knobs if k.active(given)}
 
-    def _controlling(self) -> set[str]:
-        return {name for k in self.knobs for name, _ in k.requires}
+    @cached_property
+    def _controls(self) -> frozenset[str]:
+        """The names of the knobs that other knobs require."""
+        return frozenset(name for k in self.knobs for name, _ in k.requires)
 
     def search_order(self) -> tuple[Knob, ...]:
         """The knobs with those that others require first, so that a sampler can decide every
-        knob's activity from values it has already drawn."""
-        controls = self._controlling()
+        knob's activity from values it has already drawn (worked out once per space)."""
+        return self._search_order
+
+    @cached_property
+    def _search_order(self) -> tuple[Knob, ...]:
+        controls = self._controls
         names = {k.name for k in self.knobs}
         pending = sorted(self.knobs, key=lambda k: k.name not in controls)
         order: list[Knob] = []

@@ -42,3 +42,24 @@ def test_a_bad_decision_is_refused(args: tuple, message: str) -> None:
 def test_a_decision_is_taken_once() -> None:
     with pytest.raises(ScheduleError, match="sample: decision 't' is already taken in this trace"):
         _sch().sample("t", "tile", (1, 2), 1).sample("t", "tile", (1, 2), 2)
+
+
+def test_schedules_that_branch_off_one_chain_keep_their_own_decisions() -> None:
+    """A chain's decisions are stored once; a schedule that branches off an earlier point of it
+    sees its own, and the chain it left keeps its own."""
+    base = _sch().sample("a", "tile", (1, 2), 1)
+    split = base.sample("b", "tile", (1, 2), 2).split(base.get_loops("pool1")[1], [None, 2])
+    long = split.sample("c", "pool", ("x", "y"), "y")
+    branch = base.sample("c", "pool", ("x", "y"), "x")
+    again = base.sample("b", "tile", (1, 2), 1)
+    assert long.decisions() == {"a": 1, "b": 2, "c": "y"}
+    assert branch.decisions() == {"a": 1, "c": "x"}
+    assert again.decisions() == {"a": 1, "b": 1}
+    assert base.decisions() == {"a": 1}
+    assert branch.sample("b", "tile", (1, 2), 2).decisions() == {"a": 1, "c": "x", "b": 2}
+    with pytest.raises(ScheduleError, match="sample: decision 'c' is already taken in this trace"):
+        branch.sample("c", "pool", ("x", "y"), "y")
+    replayed = Schedule.replay(base.original, long.trace_json())
+    assert replayed.decisions() == long.decisions()
+    with pytest.raises(ScheduleError, match="sample: decision 'b' is already taken in this trace"):
+        replayed.sample("b", "tile", (1, 2), 1)

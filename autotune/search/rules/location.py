@@ -12,7 +12,7 @@ from ..space_family import Domain, Requires, choice_domain
 from ..target import Target
 from .base import Chain, Nest, Rule
 
-__all__ = ["Inline", "Location", "Padding", "Window", "kept", "locations"]
+__all__ = ["Inline", "Location", "Padding", "Window", "kept", "locations", "placed"]
 
 
 def locations(c: Cascade, values: Mapping[str, Any]) -> dict[str, str]:
@@ -34,6 +34,14 @@ def locations(c: Cascade, values: Mapping[str, Any]) -> dict[str, str]:
         at_tile = values[f"at_{stage}"] == "tile" and all(in_tile(r) for r in readers.get(stage, ()))
         where[stage] = "tile" if at_tile else "root"
     return where
+
+
+def placed(nest: Nest, c: Cascade, values: Mapping[str, Any]) -> dict[str, str]:
+    """``nest.at``, the :func:`locations` of ``c``'s movable stages, worked out by the first rule of
+    an application that asks (Padding, then Location and Window read it)."""
+    if len(nest.at) != len(c.movable):
+        nest.at = locations(c, values)
+    return nest.at
 
 
 def kept(chain: Chain, stage: str) -> Requires:
@@ -101,13 +109,13 @@ class Padding(Rule):
     def apply(
         self, sch: Schedule, c: Cascade, values: Mapping[str, Any], nest: Nest, target: Target
     ) -> Schedule:
-        nest.at = locations(c, values)
+        at = placed(nest, c, values)
         for stage, buffers, producers in c.padded:
             if values.get(f"pad_{stage}", "inline") != "copy":
                 continue
-            if nest.at.get(stage, "tile") == "root":
+            if at.get(stage, "tile") == "root":
                 where = "root"
-            elif any(nest.at[p] == "tile" for p in producers):
+            elif any(at[p] == "tile" for p in producers):
                 where = "tile"
             else:
                 where = values[f"padat_{stage}"]
@@ -156,11 +164,11 @@ class Location(Rule):
     def apply(
         self, sch: Schedule, c: Cascade, values: Mapping[str, Any], nest: Nest, target: Target
     ) -> Schedule:
-        nest.at = nest.at or locations(c, values)
+        at = placed(nest, c, values)
         tile_loop = nest.outer[-1]
         for pad in nest.copies.get(c.last, ()):
             sch = sch.compute_at(pad, tile_loop)
-        for stage in reversed([s for s in c.movable if nest.at[s] == "tile"]):
+        for stage in reversed([s for s in c.movable if at[s] == "tile"]):
             sch = sch.compute_at(stage, tile_loop)
             for pad in nest.copies.get(stage, ()):
                 sch = sch.compute_at(pad, tile_loop)
@@ -192,7 +200,8 @@ class Window(Rule):
     def apply(
         self, sch: Schedule, c: Cascade, values: Mapping[str, Any], nest: Nest, target: Target
     ) -> Schedule:
+        at = placed(nest, c, values)
         for stage in c.movable:
-            if nest.at[stage] == "tile" and values[f"mode_{stage}"] == "rolling":
+            if at[stage] == "tile" and values[f"mode_{stage}"] == "rolling":
                 sch = sch.rolling_buffer(stage, 0)
         return sch
