@@ -1,11 +1,14 @@
 """Before a run: does any schedule of the space fit the memory (the pools and ``peak_limit``)?
 
-A schedule's peak depends only on the knobs that size, place or multiply buffers
-(:data:`MEMORY_KNOBS`: tiles, compute locations, rolling or recompute, strips,
-padded copies, staging and packing, parallel copies and their padding, pools);
-the others (unrolling, jamming, register tiles, fusion, vectorising) change the
-loops and leave the allocations as they are (``tests/search/test_search_feasibility.py``
-checks that on random schedules of every family). Lowering and planning a
+A schedule's peak depends only on its *memory knobs* (:func:`memory_knobs`): every knob of the
+space but the loop-only ones (:data:`LOOP_KNOBS`: fusing, unrolling, jamming, the vector mark),
+which reshape loops and leave the allocations as they are. The memory knobs size, place or
+multiply buffers: tiles, compute locations, inlined stages, rolling or recompute, strips, padded
+copies, register tiles and their channel blocks and dot products, staging and packing, parallel
+copies and their padding, pools. (On a chain of two dense layers, ``inline_*``, ``regtile_*``,
+``dot_*``, ``chblock_*`` and ``pack_*`` each changed the peak; ``tests/search/test_search_feasibility.py``
+and ``test_search_strategies_memory.py`` check on random schedules of every family that the
+loop-only knobs never do.) Lowering and planning a
 schedule without compiling it takes from 5 ms for a two-stage chain to 150 ms for
 a seven-stage one at full size (``tests/search/test_search_feasibility.py`` runs it on
 small chains), so :func:`check_fits` lowers every combination of the memory knobs
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import fnmatch
 import itertools
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from math import prod
@@ -35,13 +39,11 @@ from . import candidates as cand
 from .space import Knob, SearchSpace
 from .space_family import same_value
 
-__all__ = ["EXACT_LIMIT", "MEMORY_KNOBS", "check_fits", "memory_knobs"]
+__all__ = ["EXACT_LIMIT", "LOOP_KNOBS", "MemoryVerdicts", "check_fits", "memory_knobs"]
 
-MEMORY_KNOBS = (
-    "tile_*", "at_*", "mode_*", "pool_*", "strip", "pad_*", "padat_*", "parallel", "copy_pad",
-    "cache_*", "double_buffer", "register_tile", "panel_order", "order",
-)  # fmt: skip
-"""Glob patterns of the knobs whose values change a schedule's allocations (cascade and gemm spaces)."""
+LOOP_KNOBS = ("fuse_*", "unroll_*", "jam_*", "jamrows_*", "vectorize")
+"""Glob patterns of the knobs that only reshape loops (fusing, unrolling, jamming, the vector mark)
+and never change an allocation (cascade and gemm spaces); a knob of any other name may."""
 EXACT_LIMIT = 512
 """At most this many combinations of the memory knobs are lowered: all of them when there are no more."""
 _ENUMERATE_LIMIT = 20_000
@@ -56,8 +58,66 @@ class _Probe:
 
 
 def memory_knobs(space: SearchSpace) -> tuple[Knob, ...]:
-    """The knobs of ``space`` that match :data:`MEMORY_KNOBS`, in the space's search order."""
-    return tuple(k for k in space.search_order() if any(fnmatch.fnmatchcase(k.name, p) for p in MEMORY_KNOBS))
+    """The knobs of ``space`` that may change an allocation (all but :data:`LOOP_KNOBS`), in the
+    space's search order."""
+    return tuple(
+        k for k in space.search_order() if not any(fnmatch.fnmatchcase(k.name, p) for p in LOOP_KNOBS)
+    )
+
+
+class MemoryVerdicts:
+    """Which settings of a space's memory knobs the trials so far found over the memory.
+
+    A schedule's peaks depend only on its memory knobs (:func:`memory_knobs`), so an assignment
+    whose memory knobs equal those of an ``infeasible`` trial is infeasible too, without a
+    lowering: :meth:`over` says so. A trial of any other status but ``invalid`` was lowered within
+    the memory, and its setting :meth:`fits`. Beyond these exact verdicts, :meth:`never_fits`
+    names the values of single memory knobs that only infeasible trials have had (a guess: such a
+    value may fit beside values not tried yet). Assignments are full (:class:`~.candidates.Assignment`).
+    """
+
+    def __init__(self, space: SearchSpace) -> None:
+        self.names = tuple(k.name for k in memory_knobs(space))
+        self._over: set[tuple[Any, ...]] = set()
+        self._fit: set[tuple[Any, ...]] = set()
+        self._values_over: Counter[tuple[str, Any]] = Counter()  # (knob, typed value) -> infeasible trials
+        self._values_fit: set[tuple[str, Any]] = set()
+
+    def key(self, knobs: cand.Assignment) -> tuple[tuple[str, Any], ...]:
+        """The memory knobs' values of ``knobs``."""
+        values = dict(knobs)
+        return tuple((name, values[name]) for name in self.names)
+
+    def _typed(self, knobs: cand.Assignment) -> tuple[tuple[str, tuple[str, Any]], ...]:
+        """:meth:`key` with each value's type, so that ``True`` and ``1`` count apart."""
+        return tuple((name, (type(value).__name__, value)) for name, value in self.key(knobs))
+
+    def learn(self, knobs: cand.Assignment, status: str) -> None:
+        """Take the status of the trial of ``knobs``."""
+        key = self._typed(knobs)
+        if status == "infeasible":
+            self._over.add(key)
+            self._values_over.update(key)
+        elif status != "invalid":  # ScheduleError: never lowered, its memory unknown
+            self._fit.add(key)
+            self._values_fit.update(key)
+
+    def over(self, knobs: cand.Assignment) -> bool:
+        """Whether a trial with the same memory knobs was infeasible."""
+        return self._typed(knobs) in self._over
+
+    def fits(self, knobs: cand.Assignment) -> bool:
+        """Whether a trial with the same memory knobs was lowered within the memory."""
+        return self._typed(knobs) in self._fit
+
+    def never_fits(self, knobs: cand.Assignment, after: int = 2) -> list[tuple[str, Any]]:
+        """The memory knobs' values of ``knobs`` that ``after`` infeasible trials or more have had
+        and no trial within the memory."""
+        return [
+            (name, typed[1])
+            for name, typed in self._typed(knobs)
+            if (name, typed) not in self._values_fit and self._values_over[(name, typed)] >= after
+        ]
 
 
 def _settle(space: SearchSpace, values: dict[str, Any]) -> dict[str, Any] | None:

@@ -11,7 +11,13 @@
   kinds to another choice); an assignment that already has a trial is not proposed again;
 - :data:`RANDOM_SHARE` of each call's proposals are uniform random assignments (MetaSchedule's
   epsilon share from its random initial population), and all are until :data:`MIN_PARENTS`
-  trials are ``ok``.
+  trials are ``ok``;
+- a draw taken to be over the memory is drawn again, up to :data:`~.base.FRESH_TRIES` times: one
+  whose memory knobs (every knob but the loop-only ones) equal those of an ``infeasible`` trial,
+  or that has a memory knob's value that :data:`NEVER_FITS_AFTER` infeasible trials and no
+  feasible one have had (:class:`~autotune.search.feasibility.MemoryVerdicts`). A mutant still
+  taken to be over is left out; a random draw only when it is exactly the setting of an
+  infeasible trial, so that the random share may still try a value that has not fitted yet.
 
 The tuner lowers the proposals, ranks the feasible ones with the cost model and measures the best
 (plus its own ``search.epsilon`` share at random), so the model decides which children are worth a
@@ -20,16 +26,17 @@ measurement; each measured child that is fast enough joins the population.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from ...config import SearchConfig
+from ..feasibility import MemoryVerdicts
 from ..mutators import mutate
 from ..space import SearchSpace
-from .base import Assignment, Outcome, SearchStrategy, random_assignment, register_strategy
+from .base import FRESH_TRIES, Assignment, Outcome, SearchStrategy, random_assignment, register_strategy
 
-__all__ = ["MIN_PARENTS", "POPULATION", "RANDOM_SHARE", "TWO_CHANGES", "EvolutionarySearch"]
+__all__ = ["MIN_PARENTS", "NEVER_FITS_AFTER", "POPULATION", "RANDOM_SHARE", "TWO_CHANGES", "EvolutionarySearch"]
 
 POPULATION = 16
 """The number of fastest measured assignments kept as parents."""
@@ -39,6 +46,10 @@ RANDOM_SHARE = 0.2
 """The share of each call's proposals drawn at random instead of bred."""
 TWO_CHANGES = 0.25
 """The probability that a child differs from its parent in two decisions rather than one."""
+NEVER_FITS_AFTER = 2
+"""A draw is taken to be over the memory with a memory knob's value that this many infeasible
+trials have had and no feasible one (on ``examples/small.yaml`` every trial with pool1 whole at root was over
+``peak_limit``: 33 of the 45 infeasible trials of a 16-trial run)."""
 
 
 @register_strategy
@@ -50,6 +61,9 @@ class EvolutionarySearch(SearchStrategy):
     def __init__(self, space: SearchSpace, settings: SearchConfig) -> None:
         super().__init__(space, settings)
         self.fastest: dict[Assignment, float] = {}  # every ok assignment: its best median (ms)
+        self.memory = MemoryVerdicts(space)
+        self.refused = 0
+        """Draws left out as over the memory."""
 
     @property
     def population(self) -> list[Assignment]:
@@ -61,6 +75,8 @@ class EvolutionarySearch(SearchStrategy):
         for o in outcomes:
             record = o.record
             knobs = self._knobs_of(o)
+            if record is not None and knobs is not None:
+                self.memory.learn(knobs, record.status)
             if record is None or knobs is None or not record.ok or record.median_ms is None:
                 continue
             self.fastest[knobs] = min(self.fastest.get(knobs, float("inf")), record.median_ms)
@@ -68,14 +84,43 @@ class EvolutionarySearch(SearchStrategy):
     def _draw(self, n: int, rng: np.random.Generator) -> list[tuple[Assignment, str]]:
         population = self.population
         taken: set[Assignment] = set()
+        exact, likely = self.memory.over, self._likely_over
+        randomly = self._within(lambda: random_assignment(self.space, rng), likely)
         if len(population) < MIN_PARENTS:
-            return self._fresh(n, lambda: (random_assignment(self.space, rng), "random"), taken)
+            return self._kept(self._fresh(n, lambda: (randomly(), "random"), taken), exact)
         n_random = round(RANDOM_SHARE * n)
-        children = self._fresh(n - n_random, lambda: (self._child(population, rng), "mutant"), taken)
-        randoms = self._fresh(
-            n - len(children), lambda: (random_assignment(self.space, rng), "random"), taken
-        )
+        bred = self._within(lambda: self._child(population, rng), likely)
+        children = self._kept(self._fresh(n - n_random, lambda: (bred(), "mutant"), taken), likely)
+        randoms = self._kept(self._fresh(n - len(children), lambda: (randomly(), "random"), taken), exact)
         return children + randoms
+
+    def _likely_over(self, knobs: Assignment) -> bool:
+        """Whether a draw is taken to be over the memory (see the module docstring)."""
+        return self.memory.over(knobs) or bool(self.memory.never_fits(knobs, NEVER_FITS_AFTER))
+
+    def _within(
+        self, make: Callable[[], Assignment], over: Callable[[Assignment], bool]
+    ) -> Callable[[], Assignment]:
+        """``make`` drawn again while ``over`` its draw (at most :data:`FRESH_TRIES` draws; the last
+        is returned all the same)."""
+
+        def draw() -> Assignment:
+            for _ in range(FRESH_TRIES - 1):
+                knobs = make()
+                if not over(knobs):
+                    return knobs
+                self.refused += 1
+            return make()
+
+        return draw
+
+    def _kept(
+        self, drawn: list[tuple[Assignment, str]], over: Callable[[Assignment], bool]
+    ) -> list[tuple[Assignment, str]]:
+        """``drawn`` without the assignments ``over`` the memory."""
+        kept = [(knobs, origin) for knobs, origin in drawn if not over(knobs)]
+        self.refused += len(drawn) - len(kept)
+        return kept
 
     def _child(self, population: list[Assignment], rng: np.random.Generator) -> Assignment:
         """A mutation of the tournament winner of two members (the population is fastest first)."""
