@@ -16,30 +16,18 @@ config file's directory; ``search.space`` may also name a file of the
 repository's ``search_spaces/`` (``cascade`` or ``cascade.yaml``). YAML is read
 with ``yaml.SafeLoader`` only: nothing in a config file is evaluated.
 
-``yamldoc`` holds the line-aware YAML reading and typed fields (the search
-space loader uses them too); ``run`` the records and their checks.
+Modules: ``yamldoc`` the line-aware YAML reading and typed fields (the search
+space loader uses them too); ``records`` the frozen records; ``run`` the reading
+of a config file into them; ``workload`` the workload section and the workload
+it names; ``paths`` where a config's paths lead.
 """
 
 from __future__ import annotations
 
-from .run import (
-    COST_MODELS,
-    OVERRIDES,
-    REPO_ROOT,
-    SAMPLERS,
-    SPACES_DIR,
-    STRATEGIES,
-    MeasureConfig,
-    MemoryConfig,
-    RayConfig,
-    RunConfig,
-    SearchConfig,
-    WorkloadConfig,
-    config_from_data,
-    load_config,
-    load_onnx_workload,
-    load_workload,
-)
+from .paths import REPO_ROOT, SPACES_DIR
+from .records import MeasureConfig, MemoryConfig, RayConfig, RunConfig, SearchConfig, WorkloadConfig
+from .run import COST_MODELS, OVERRIDES, SAMPLERS, STRATEGIES, config_from_data, load_config
+from .workload import load_onnx_workload, load_workload
 from .yamldoc import FieldPath, Section, YamlDoc, describe_value, dotted, parse_duration, read_yaml, suggest
 
 __all__ = [

@@ -1,29 +1,48 @@
-"""The run configuration: YAML -> frozen :class:`RunConfig`, and the workload it names.
+"""Reading a run configuration: a YAML file or mapping -> frozen :class:`RunConfig`, then the
+command-line overrides.
 
-Every section is checked field by field (see :class:`~autotune.config.yamldoc.Section`);
-the records are built only from checked values, so a ``RunConfig`` is always valid.
+Every section is checked field by field (see :class:`~autotune.config.yamldoc.Section`) and the
+records (:mod:`autotune.config.records`) are built only from checked values, so a ``RunConfig`` is
+always valid. The ``workload`` section is read by :mod:`autotune.config.workload`.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..measure.task import load_workload_file
 from ..memory import PLANNERS, Pool
-from ..workloads import Workload, describe, names
-from ..workloads import get as get_workload
-from ..workloads.onnx_import import OnnxImportError
-from ..workloads.onnx_import import build as build_onnx
-from ..workloads.onnx_import import workload_spec as onnx_workload_spec
-from .yamldoc import Section, YamlDoc, describe_value, read_yaml, suggest
+from .paths import REPO_ROOT, SPACES_DIR, is_file, resolve_path, space_file
+from .records import MeasureConfig, MemoryConfig, RayConfig, RunConfig, SearchConfig, WorkloadConfig
+from .workload import ONNX_FIELDS, load_onnx_workload, load_workload, read_workload
+from .yamldoc import Section, YamlDoc, read_yaml
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SPACES_DIR = REPO_ROOT / "search_spaces"
+__all__ = [
+    "COST_MODELS",
+    "MAX_SEED",
+    "ONNX_FIELDS",
+    "OVERRIDES",
+    "REPO_ROOT",
+    "SAMPLERS",
+    "SPACES_DIR",
+    "STRATEGIES",
+    "TOP_FIELDS",
+    "MeasureConfig",
+    "MemoryConfig",
+    "RayConfig",
+    "RunConfig",
+    "SearchConfig",
+    "WorkloadConfig",
+    "config_from_data",
+    "load_config",
+    "load_onnx_workload",
+    "load_workload",
+]
+
 SAMPLERS = ("tpe", "nsga2", "random")
 STRATEGIES = ("optuna", "evolutionary", "random")
 """``search.strategy``: the names of ``autotune.search.strategies`` (a test keeps the two in step)."""
@@ -31,131 +50,6 @@ COST_MODELS = ("xgboost", "none")
 OVERRIDES = ("trials", "workers", "ray_address", "output", "resume", "seed")
 MAX_SEED = 2**32 - 1
 TOP_FIELDS = ("name", "workload", "memory", "search", "measure", "ray", "output")
-ONNX_FIELDS = ("onnx", "from", "to", "batch")
-
-
-@dataclass(frozen=True)
-class WorkloadConfig:
-    """A registry workload (``name``) or ``"/abs/path/file.py:function"`` (``path``), and its arguments.
-
-    A config's ``{onnx: model.onnx, from: A, to: B, batch: 1}`` is the path workload that
-    :func:`autotune.workloads.onnx_import.workload_spec` names (the model, cut, batch, layout and
-    the file's sha256 are its arguments).
-    """
-
-    name: str | None
-    path: str | None
-    args: tuple[tuple[str, Any], ...] = ()
-
-
-@dataclass(frozen=True)
-class MemoryConfig:
-    """The pools (in order of preference), the limit on the total workspace in bytes, the planner."""
-
-    pools: tuple[Pool, ...]
-    peak_limit: int | None
-    planner: str = "greedy_by_size"
-
-
-@dataclass(frozen=True)
-class SearchConfig:
-    """The knob space file and how to search it; ``batch`` candidates are drawn per round."""
-
-    space: Path
-    trials: int
-    sampler: str
-    cost_model: str
-    seed: int
-    batch: int = 64
-    measure_per_round: int = 8
-    epsilon: float = 0.25
-    mutation: float = 0.0
-    """The share of each round's candidates drawn as one- or two-knob mutations of the best measured
-    trials (MetaSchedule's evolutionary step) instead of by the sampler; 0: the sampler alone."""
-    warm_start: Path | None = None
-    """A ``best.json`` or ``trials.jsonl`` of an earlier run: its schedule (the best 4 ``ok`` trials of a
-    log) is proposed first (``autotune.search.best.warm_start``)."""
-    pretrained: Path | None = None
-    """``cost_model: {kind: xgboost, pretrained: PATH}``: a model file (``autotune train-cost-model``)
-    that ranks from the first round; the run's trials then refine it."""
-    time_budget: float | None = None
-    """Seconds the search may take beside ``trials`` (``10m``): no round starts after it (None: no limit)."""
-    strategy: str = "optuna"
-    """What proposes the candidates (``autotune.search.strategies``): ``optuna`` (with ``sampler``),
-    ``evolutionary`` (mutations of the fastest measured trials, ranked by the cost model) or
-    ``random`` (the control); ``sampler`` and ``mutation`` apply to ``optuna`` only."""
-    storage: str | None = None
-    """Where the ``optuna`` strategy keeps a copy of the run's trials as an Optuna study that
-    optuna-dashboard opens: ``sqlite`` (``<output>/optuna.db``) or a database URL
-    (``sqlite:///path/optuna.db``, its path made absolute against the config file's directory);
-    None: no copy (``autotune.search.strategies.optuna_storage``)."""
-
-
-@dataclass(frozen=True)
-class MeasureConfig:
-    """How each candidate is checked and timed; ``timeout`` in seconds."""
-
-    warmup: int = 2
-    repeats: int = 10
-    timeout: float = 30.0
-    check: bool = True
-
-
-@dataclass(frozen=True)
-class RayConfig:
-    """``address=None``: a local Ray that autotune starts and stops."""
-
-    address: str | None = None
-    workers: int = 2
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    """A whole run; every path in it is absolute (``source`` is the config file)."""
-
-    name: str
-    workload: WorkloadConfig
-    memory: MemoryConfig
-    search: SearchConfig
-    measure: MeasureConfig
-    ray: RayConfig
-    output: Path
-    source: Path
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain YAML data; ``load_config`` of its dump gives this config back (but ``source``)."""
-        wl: dict[str, Any] = (
-            {"name": self.workload.name} if self.workload.name else {"path": self.workload.path}
-        )
-        pools = [
-            {"name": p.name, "size": p.size, "read_cost": p.read_cost, "write_cost": p.write_cost}
-            for p in self.memory.pools
-        ]
-        search = {k: getattr(self.search, k) for k in self.search.__dataclass_fields__}
-        for name, default in _OMITTED_AT_DEFAULT.items():  # added later: earlier fingerprints hold
-            if search[name] == default:
-                del search[name]
-        if self.search.pretrained is not None:  # written as the config says it
-            search["cost_model"] = {"kind": search["cost_model"], "pretrained": str(search.pop("pretrained"))}
-        return {
-            "name": self.name,
-            "workload": {**wl, "args": dict(self.workload.args)},
-            "memory": {"pools": pools, "peak_limit": self.memory.peak_limit, "planner": self.memory.planner},
-            "search": {**search, "space": str(self.search.space)},
-            "measure": {k: getattr(self.measure, k) for k in self.measure.__dataclass_fields__},
-            "ray": {k: getattr(self.ray, k) for k in self.ray.__dataclass_fields__},
-            "output": str(self.output),
-        }
-
-
-_OMITTED_AT_DEFAULT: dict[str, Any] = {
-    "strategy": "optuna", "pretrained": None, "time_budget": None, "storage": None,
-}  # fmt: skip
-"""Search fields that :meth:`RunConfig.to_dict` leaves out at their default value: the config fields
-of a run (its fingerprint, which a resume checks) stay what they were before the field existed."""
-
-
-# ---------------------------------------------------------------- loading
 
 
 def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) -> RunConfig:
@@ -192,93 +86,14 @@ def _build(doc: YamlDoc, base: Path, stem: str, source: Path) -> RunConfig:
     name = top.text("name", stem)
     return RunConfig(
         name=name,
-        workload=_workload(doc, top.get("workload"), base),
+        workload=read_workload(doc, top.get("workload"), base),
         memory=_memory(doc, top.get("memory")),
         search=_search(doc, top.get("search"), base),
         measure=_measure(doc, top.get("measure")),
         ray=_ray(doc, top.get("ray")),
-        output=_path(base, top.text("output", f"results/{name}")),
+        output=resolve_path(base, top.text("output", f"results/{name}")),
         source=source,
     )
-
-
-def _path(base: Path, text: str) -> Path:
-    return (base / Path(text).expanduser()).resolve()
-
-
-def _is_file(path: Path) -> bool:
-    try:
-        return path.is_file()
-    except (OSError, ValueError):  # a name too long, or with a NUL byte
-        return False
-
-
-def _workload(doc: YamlDoc, raw: Any, base: Path) -> WorkloadConfig:
-    where = ("workload",)
-    sec = Section(doc, where, raw, ("name", "path", "args", *ONNX_FIELDS))
-    if "onnx" in raw:
-        if "name" in raw or "path" in raw:
-            raise doc.error(where, "expected 'onnx' (a model file) without 'name' or 'path'")
-        return _onnx_workload(doc, sec, base)
-    if ("name" in raw) == ("path" in raw):
-        raise doc.error(
-            where, "expected exactly one of 'name' (a built-in workload) or 'path' ('file.py:function')"
-        )
-    for key in ONNX_FIELDS[1:]:
-        if key in raw:
-            raise doc.error((*where, key), "only a workload with 'onnx' takes this field")
-    args_raw = sec.get("args") or {}
-    if not isinstance(args_raw, dict):
-        raise sec.error("args", "expected a mapping of parameter names to values", args_raw)
-    for key, value in args_raw.items():
-        if not isinstance(key, str) or not key.isidentifier():
-            raise doc.error((*where, "args", key), f"expected a parameter name, got {describe_value(key)}")
-        if not isinstance(value, (int, float, str, bool)):
-            raise doc.error(
-                (*where, "args", key), f"expected a number, string or boolean, got {describe_value(value)}"
-            )
-    args = tuple(args_raw.items())
-    if "name" in raw:
-        name = sec.text("name")
-        if name not in names():
-            try:
-                describe(name)  # the registry's message suggests the closest name
-            except ConfigError as err:
-                raise doc.error((*where, "name"), str(err)) from None
-        try:
-            get_workload(name, **args_raw)
-        except ConfigError as err:
-            raise doc.error((*where, "args"), str(err)) from None
-        return WorkloadConfig(name, None, args)
-    spec = sec.text("path")
-    file, sep, function = spec.rpartition(":")
-    if not sep or not file or not function.isidentifier():
-        raise sec.error("path", "expected 'path/to/file.py:function'", spec)
-    resolved = _path(base, file)
-    if not _is_file(resolved):
-        raise doc.error((*where, "path"), f"workload file {str(resolved)!r} does not exist (from {spec!r})")
-    return WorkloadConfig(None, f"{resolved}:{function}", args)
-
-
-def _onnx_workload(doc: YamlDoc, sec: Section, base: Path) -> WorkloadConfig:
-    """``{onnx: model.onnx, from: A, to: B, batch: 1}``: the model relative to the config file, cut
-    and converted now, so that a model the chain cannot be made from stops the run before anything
-    is written (the error names the field)."""
-    if "args" in sec.value:
-        raise sec.error("args", "an onnx workload takes from, to and batch, not args", sec.get("args"))
-    text = sec.text("onnx")
-    model = _path(base, text)
-    if not _is_file(model):
-        raise doc.error(("workload", "onnx"), f"model file {str(model)!r} does not exist (from {text!r})")
-    start = sec.text("from", None, optional=True)
-    end = sec.text("to", None, optional=True)
-    batch = None if sec.get("batch") is None else sec.integer("batch")
-    try:
-        spec, args = onnx_workload_spec(model, start, end, batch)
-        build_onnx(model, start, end, batch)
-    except OnnxImportError as err:
-        raise doc.error(("workload", err.field), str(err)) from None
-    return WorkloadConfig(None, spec, args)
 
 
 def _memory(doc: YamlDoc, raw: Any) -> MemoryConfig:
@@ -305,32 +120,13 @@ def _memory(doc: YamlDoc, raw: Any) -> MemoryConfig:
     return MemoryConfig(tuple(pools), limit, planner)
 
 
-def _space(doc: YamlDoc, text: str, base: Path) -> Path:
-    """The space file: relative to the config file, else in the repository (``search_spaces/NAME[.yaml]``)."""
-    given = Path(text).expanduser()
-    candidates = [base / given]
-    if not given.is_absolute():
-        if len(given.parts) == 1:
-            candidates += [SPACES_DIR / given, SPACES_DIR / f"{text}.yaml"]
-        else:
-            candidates.append(REPO_ROOT / given)
-    for candidate in candidates:
-        if _is_file(candidate):
-            return candidate.resolve()
-    known = sorted(p.stem for p in SPACES_DIR.glob("*.yaml"))
-    looked = ", ".join(str(c) for c in candidates)
-    raise doc.error(
-        ("search", "space"), f"no space file {text!r} (looked for {looked}){suggest(given.stem, known)}"
-    )
-
-
 def _search(doc: YamlDoc, raw: Any, base: Path) -> SearchConfig:
     fields = (
         "space", "trials", "strategy", "sampler", "cost_model", "seed", "batch", "measure_per_round", "epsilon",
         "mutation", "warm_start", "time_budget", "storage",
     )  # fmt: skip
     sec = Section(doc, ("search",), raw, fields, required=("space", "trials"))
-    space = _space(doc, sec.text("space"), base)
+    space = space_file(doc, sec.text("space"), base)
     cost_model, pretrained = _cost_model(doc, sec, base)
     batch = sec.integer("batch", 64)
     per_round = sec.integer("measure_per_round", 8)
@@ -376,7 +172,7 @@ def _cost_model(doc: YamlDoc, sec: Section, base: Path) -> tuple[str, Path | Non
     if kind != "xgboost":
         raise inner.error("kind", "a pretrained model file needs kind 'xgboost'", kind)
     path = base / Path(str(text)).expanduser()
-    if not _is_file(path):
+    if not is_file(path):
         raise inner.error("pretrained", "expected a model file that `autotune train-cost-model` wrote", text)
     return kind, path.resolve()
 
@@ -387,7 +183,7 @@ def _warm_start(sec: Section, base: Path) -> Path | None:
     if text is None:
         return None
     path = base / Path(str(text)).expanduser()
-    if path.suffix not in (".json", ".jsonl") or not _is_file(path):
+    if path.suffix not in (".json", ".jsonl") or not is_file(path):
         raise sec.error("warm_start", "expected the best.json or trials.jsonl of an earlier run", text)
     return path.resolve()
 
@@ -444,45 +240,7 @@ def _apply_overrides(cfg: RunConfig, overrides: Mapping[str, Any]) -> RunConfig:
     if "output" in given:
         out = given["output"]
         cfg = replace(
-            cfg, output=_path(Path.cwd(), sec.text("output") if not isinstance(out, Path) else str(out))
+            cfg,
+            output=resolve_path(Path.cwd(), sec.text("output") if not isinstance(out, Path) else str(out)),
         )
     return cfg
-
-
-# ---------------------------------------------------------------- workloads
-
-
-def load_workload(cfg: WorkloadConfig) -> Workload:
-    """The registry workload, or the ``Workload`` that the named function of a file returns for ``args``.
-
-    A file's function may return a :class:`~autotune.workloads.Chain` instead: it is then named
-    after the function and its reference is checked against the outputs' shapes and dtypes
-    (:func:`autotune.measure.task.load_workload_file`).
-    """
-    args = dict(cfg.args)
-    if cfg.name is not None:
-        return get_workload(cfg.name, **args)
-    if cfg.path is None:
-        raise ConfigError("workload: expected exactly one of 'name' or 'path'")
-    return load_workload_file(cfg.path, args, check=True)
-
-
-_FLAGS = {"onnx": "", "from": "--from: ", "to": "--to: ", "batch": "--param batch: "}
-
-
-def load_onnx_workload(
-    path: str | Path, start: str | None, end: str | None, params: Mapping[str, Any]
-) -> Workload:
-    """The workload of ``autotune check|show MODEL.onnx --from A --to B [--param batch=N]`` (the file
-    relative to the current directory). Raises ConfigError naming the file and the option."""
-    where = f"workload {path}"
-    for key, value in params.items():
-        if key != "batch":
-            raise ConfigError(f"{where}: --param {key}: an ONNX model takes only batch")
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"{where}: --param batch: expected a positive integer, got {value!r}")
-    batch = params.get("batch")
-    try:
-        return build_onnx(path, start, end, None if batch is None else int(batch))
-    except OnnxImportError as err:
-        raise ConfigError(f"{where}: {_FLAGS.get(err.field, '')}{err}") from None
