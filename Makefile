@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 # Two pytest-xdist workers, whole files to one worker (module fixtures such as the Ray cluster are set
-# up once): a cold kernel cache took 488 s on two workers for 1,640 tests (AMD EPYC Zen 5, 2 cores).
+# up once): a cold kernel cache took 529 s on two workers for 1,678 tests (AMD EPYC Zen 5, 2 cores).
 PYTEST_WORKERS ?= -n 2 --dist loadfile
 
 .DEFAULT_GOAL := test
