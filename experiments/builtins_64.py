@@ -54,21 +54,8 @@ def suffix(strategy: str) -> str:
 def write_config(name: str, trials: int, strategy: str = "optuna") -> Path:
     """The workload's config with the search in the rules' space, cut to ``trials`` trials, from scratch."""
     doc = yaml.safe_load((CONFIGS / f"{name}.yaml").read_text(encoding="utf-8"))
-    doc["search"] = {
-        "space": "cascade",
-        "trials": trials,
-        "sampler": "tpe",
-        "cost_model": "xgboost",
-        "seed": 0,
-    }
-    if strategy != "optuna":
-        doc["search"] = {
-            "space": "cascade",
-            "trials": trials,
-            "strategy": strategy,
-            "cost_model": "xgboost",
-            "seed": 0,
-        }
+    chooser = {"sampler": "tpe"} if strategy == "optuna" else {"strategy": strategy}
+    doc["search"] = {"space": "cascade", "trials": trials, **chooser, "cost_model": "xgboost", "seed": 0}
     doc["output"] = f"../../../results/builtins_64/{name}{suffix(strategy)}"
     path = CONFIGS / "builtins_64" / f"{name}{suffix(strategy)}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
