@@ -2,7 +2,9 @@
 Ray behind, the KeyboardInterrupt reaches the script, and the trial log is a run that resumes.
 
 Each run is a script in its own process group (a terminal's Ctrl-C reaches the whole group, which
-``os.killpg`` imitates). Nothing here asserts how long anything takes.
+``os.killpg`` imitates). In the "measuring" case the script holds the run after its first logged
+trial until the Ctrl-C comes, so a fast run of cached kernels cannot finish before the signal
+lands. Nothing here asserts how long anything takes.
 """
 
 from __future__ import annotations
@@ -43,6 +45,19 @@ if sys.argv[3] == "start-up":  # Ctrl-C while Ray starts: once its processes run
         return started
 
     ray.init = init
+if sys.argv[3] == "measuring":  # Ctrl-C once a trial is logged: the run waits for it, never ends first
+    import time
+    from autotune.search.log import TrialLog
+
+    real_append = TrialLog.append
+
+    def append(self, record):
+        real_append(self, record)
+        deadline = time.monotonic() + 900.0
+        while time.monotonic() < deadline:  # the test's SIGINT ends this wait with a KeyboardInterrupt
+            time.sleep(0.05)
+
+    TrialLog.append = append
 try:
     autotune.tune(config, executor=sys.argv[2])
 except KeyboardInterrupt:
