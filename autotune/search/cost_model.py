@@ -13,14 +13,22 @@ Models are registered by name, so the YAML says ``cost_model: xgboost`` (or
     model.fit(X, latency_ms)        # groups=: one id per row when rows come from several workloads
     model.predict(X_new)            # ms once fitted on a run's trials; NaN until ready
 
-- ``"xgboost"`` (:class:`XGBoostModel`): gradient-boosted trees with a pairwise ranking
-  objective (``rank:pairwise``): it learns which of two candidates of one workload is faster,
-  from labels ``-log(ms / fastest ms of the workload)``, so latencies are normalised per workload
-  and a model trained on several workloads' logs ranks a new one's candidates. 100 trees of
-  depth 4 on 32 histogram bins, one thread; needs 4 trials. Its scores become milliseconds
-  through a line fitted to ``log(ms)`` over the training rows (:attr:`CostModel.predicts_ms`).
-  A ``pretrained`` model file (:func:`save_model`, written by ``autotune train-cost-model``) ranks
-  from the first round; the run's own trials then add trees to it.
+- ``"xgboost"`` (:class:`XGBoostModel`): log latency = a line of the roofline estimate (feature
+  ``log2_estimate_ns``, :func:`~autotune.search.features_estimate.roofline`) + boosted trees on
+  the features for what the estimate misses (:class:`Settings`). The line's slope is fitted with
+  a prior of 4 trials' worth at slope 1 and its intercept is the median, so a few trials timed
+  far off (a busy machine) pull it little; the trees (100 of depth 2, eta 0.1, pseudo-Huber loss,
+  32 histogram bins, one thread) fit what the line leaves, and their correction counts
+  ``n / (n + 30)`` after ``n`` trials: with the 8 to 16 trials of a run's first rounds the model
+  ranks mostly by the estimate, and the trials take over as they add up. Each workload has its
+  own intercept, so a model trained on several workloads' logs ranks a new one's candidates.
+  Needs 4 trials; predicts milliseconds once fitted on one run's trials (which the tuner records
+  and report.md scores). Measured on the logs of earlier runs, each trial predicted by the model
+  fitted on the rounds before it: ``results/cost_model_heldout.md``. :class:`Settings` also
+  offers the pairwise ranking objective (``rank:pairwise``, labels ``-log(ms / fastest ms of the
+  workload)``, scores turned into milliseconds by a line fitted to ``log(ms)``). A ``pretrained``
+  model file (:func:`save_model`, written by ``autotune train-cost-model``) ranks from the first
+  round; the run's own trials then add trees to it.
 - ``"none"`` (:class:`NoModel`): no ranking; every sampled candidate is measured.
 
 :func:`spearman` and :func:`top_k_recall` say how well predictions order measured latencies
@@ -34,6 +42,7 @@ import math
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -42,8 +51,8 @@ import numpy as np
 from ..errors import ConfigError
 
 __all__ = [
-    "COST_MODELS", "MODEL_FORMAT", "CostModel", "NoModel", "XGBoostModel", "load_model", "make_cost_model",
-    "register_cost_model", "save_model", "spearman", "top_k", "top_k_recall", "TOP_SHARE",
+    "COST_MODELS", "MODEL_FORMAT", "CostModel", "NoModel", "Settings", "XGBoostModel", "load_model",
+    "make_cost_model", "register_cost_model", "save_model", "spearman", "top_k", "top_k_recall", "TOP_SHARE",
 ]  # fmt: skip
 
 MODEL_FORMAT = "autotune-cost-model"
@@ -133,31 +142,87 @@ class NoModel(CostModel):
         return False
 
 
+@dataclass(frozen=True)
+class Settings:
+    """How :class:`XGBoostModel` learns (see the module docstring); the defaults are the model's."""
+
+    objective: str = "reg:squarederror"
+    """``reg:squarederror``: trees fit log latency less the prior; ``rank:pairwise``: trees order
+    pairs of one workload's candidates (labels ``-log(ms / fastest ms)``), and a line fitted to
+    ``log(ms)`` turns their scores into milliseconds."""
+    rounds: int = 100
+    max_depth: int = 2
+    eta: float = 0.1
+    min_child_weight: float = 1.0
+    max_bin: int = 32
+    prior: str | None = "log2_estimate_ns"
+    """The feature (a log2 time estimate) whose line is the regression's starting point; None: each
+    workload's typical log latency alone."""
+    prior_weight: float = 4.0
+    """How many trials' worth of belief the line's slope starts with at 1 (the estimate taken as
+    it is): the slope fitted on ``n`` trials moves from 1 towards theirs as they add up."""
+    tree_trials: float = 30.0
+    """The trees' correction counts ``n / (n + tree_trials)`` after a fit on ``n`` trials: the
+    blend of estimate and trees leans on the estimate while the trials are few (0: trees in full)."""
+    huber: float = 1.0
+    """Above 0: the trees fit log latency with the pseudo-Huber loss of this slope, and the line's
+    intercept is the median, so that a few trials timed far off (a busy machine) pull little."""
+
+
+def _prior_line(p: np.ndarray, z: np.ndarray, weight: float) -> tuple[float, float]:
+    """``(intercept, slope)`` of ``z ~ p``, its slope shrunk towards 1 by ``weight`` pseudo-trials
+    (in units of ``p``'s own spread) and never below 0."""
+    pc, zc = p - p.mean(), z - z.mean()
+    sxx = float(pc @ pc)
+    spread = sxx / len(p) if len(p) else 0.0
+    prior = weight * (spread if spread > 0 else 1.0)
+    slope = max((float(pc @ zc) + prior) / (sxx + prior), 0.0)
+    return float(z.mean() - slope * p.mean()), slope
+
+
 @register_cost_model
 class XGBoostModel(CostModel):
-    """Boosted trees ranking candidates pairwise within a workload (see the module docstring).
+    """Boosted trees on the features, over a prior from the roofline estimate (see the module docstring).
 
     It uses xgboost's native ``train``/``Booster`` API, which does not need scikit-learn.
     """
 
     name = "xgboost"
     min_samples = 4
-    ROUNDS = 100
-    PARAMS: ClassVar[dict[str, Any]] = {
-        "objective": "rank:pairwise",
-        "max_depth": 4,
-        "max_bin": 32,
-        "eta": 0.1,
-        "tree_method": "hist",
-        "nthread": 1,
-        "verbosity": 0,
-    }
+    SETTINGS = Settings()
 
-    def __init__(self, seed: int = 0, pretrained: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self,
+        seed: int = 0,
+        pretrained: str | os.PathLike[str] | None = None,
+        settings: Settings | None = None,
+        features: Sequence[str] | None = None,
+    ) -> None:
+        """``features``: the names of the columns of ``X`` (:data:`~autotune.search.features.FEATURE_NAMES`
+        unless given: an experiment may fit on some of them)."""
+        from .features import FEATURE_NAMES
+
         super().__init__(seed)
-        self._base: Any = None if pretrained is None else load_model(pretrained)[0]
+        self.settings = settings or self.SETTINGS
+        self.features = tuple(features or FEATURE_NAMES)
+        self._base: Any = None
+        self._slope = 0.0  # of the prior, when the regression fits several workloads
+        if pretrained is not None:
+            self._base, meta = load_model(pretrained)
+            self.settings = _settings_of(meta, pretrained)
+            self._slope = float(meta.get("prior_slope", 0.0))
+        prior = self.settings.prior
+        self._prior = self.features.index(prior) if prior is not None and prior in self.features else None
         self._model: Any = None
-        self._line: tuple[float, float] | None = None  # log(ms) = a + b * score on the run's rows
+        self._line: tuple[float, float] | None = None  # log(ms) = a + b * (prior or score)
+        self._single = False
+        self._weight = 1.0  # of the trees' correction
+
+    def _margin_feature(self, X: np.ndarray) -> np.ndarray:
+        """The prior's estimate (natural log); zeros without a prior, or for rows of other columns."""
+        if self._prior is None or X.shape[1] != len(self.features):
+            return np.zeros(len(X))
+        return X[:, self._prior] * math.log(2.0)
 
     def fit(self, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None = None) -> None:
         X, y = _check_xy(X, y)
@@ -170,24 +235,48 @@ class XGBoostModel(CostModel):
         if g.shape != y.shape:
             raise ValueError(f"cost model: expected one group per row, got {g.shape} for {y.shape}")
         _, qid = np.unique(g, return_inverse=True)
-        order = np.argsort(qid, kind="stable")  # xgboost wants each query's rows together
-        best = np.array([y[qid == q].min() for q in range(qid.max() + 1)])
-        label = -np.log(y / best[qid])
-        data = xgboost.DMatrix(X[order], label=label[order], qid=qid[order], nthread=1)
-        params = {**self.PARAMS, "seed": self.seed}
-        self._model = xgboost.train(params, data, num_boost_round=self.ROUNDS, xgb_model=self._base)
-        if groups is None or len(set(g.tolist())) == 1:
-            score = self._scores(X)
-            if np.ptp(score) > 0:
-                slope, intercept = np.polyfit(score, np.log(y), 1)
-                if slope < 0:  # a higher score is faster: only then does the line keep the order
-                    self._line = (float(intercept), float(slope))
+        self._single = int(qid.max()) == 0
+        s = self.settings
+        objective = "reg:pseudohubererror" if s.huber > 0 and s.objective.startswith("reg:") else s.objective
+        params = {
+            "objective": objective, "max_depth": s.max_depth, "max_bin": s.max_bin, "eta": s.eta,
+            "min_child_weight": s.min_child_weight, "tree_method": "hist", "nthread": 1, "verbosity": 0,
+            "seed": self.seed, **({"base_score": 0.0} if s.objective.startswith("reg:") else {}),
+            **({"huber_slope": s.huber} if objective == "reg:pseudohubererror" else {}),
+        }  # fmt: skip
+        if s.objective == "rank:pairwise":
+            order = np.argsort(qid, kind="stable")  # xgboost wants each query's rows together
+            best = np.array([y[qid == q].min() for q in range(qid.max() + 1)])
+            label = -np.log(y / best[qid])
+            data = xgboost.DMatrix(X[order], label=label[order], qid=qid[order], nthread=1)
+            self._model = xgboost.train(params, data, num_boost_round=s.rounds, xgb_model=self._base)
+            if self._single:
+                score = self._scores(X, None)
+                if np.ptp(score) > 0:
+                    slope, intercept = np.polyfit(score, np.log(y), 1)
+                    if slope < 0:  # a higher score is faster: only then does the line keep the order
+                        self._line = (float(intercept), float(slope))
+            return
+        z, p = np.log(y), self._margin_feature(X)
+        groups_of = [qid == q for q in range(qid.max() + 1)]
+        zc = z - np.array([z[g].mean() for g in groups_of])[qid]  # each workload's about its mean
+        pc = p - np.array([p[g].mean() for g in groups_of])[qid]
+        _, slope = _prior_line(pc, zc, s.prior_weight) if self._prior is not None else (0.0, 0.0)
+        centre = np.median if s.huber > 0 else np.mean
+        offsets = np.array([centre(z[g] - slope * p[g]) for g in groups_of])
+        margin = offsets[qid] + slope * p
+        data = xgboost.DMatrix(X, label=z, base_margin=margin, nthread=1)
+        self._model = xgboost.train(params, data, num_boost_round=s.rounds, xgb_model=self._base)
+        self._slope, self._weight = slope, len(y) / (len(y) + s.tree_trials)
+        if self._single:
+            self._line = (float(offsets[0]), float(slope))
 
-    def _scores(self, X: np.ndarray) -> np.ndarray:
+    def _scores(self, X: np.ndarray, margin: np.ndarray | None) -> np.ndarray:
         import xgboost
 
         booster = self._model if self._model is not None else self._base
-        return np.asarray(booster.predict(xgboost.DMatrix(X, nthread=1)), dtype=np.float64)
+        data = xgboost.DMatrix(X, base_margin=margin, nthread=1)
+        return np.asarray(booster.predict(data), dtype=np.float64)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         X = np.asarray(X, dtype=np.float64)
@@ -195,11 +284,16 @@ class XGBoostModel(CostModel):
             return np.full(len(X), np.nan)
         if len(X) == 0:
             return np.zeros(0)
-        score = self._scores(X)
-        if self._line is None:
-            return np.exp(-np.clip(score, -50.0, 50.0))  # an order, not milliseconds
-        a, b = self._line
-        return np.exp(np.clip(a + b * score, -50.0, 50.0))
+        if self.settings.objective == "rank:pairwise":
+            score = self._scores(X, None)
+            if self._line is None:
+                return np.exp(-np.clip(score, -50.0, 50.0))  # an order, not milliseconds
+            a, b = self._line
+            return np.exp(np.clip(a + b * score, -50.0, 50.0))
+        a, b = self._line if self._line is not None else (0.0, self._slope)
+        margin = a + b * self._margin_feature(X)
+        trees = self._scores(X, margin) - margin
+        return np.exp(np.clip(margin + self._weight * trees, -50.0, 50.0))
 
     @property
     def ready(self) -> bool:
@@ -210,9 +304,27 @@ class XGBoostModel(CostModel):
         return self._line is not None and self._model is not None
 
     @property
+    def prior_slope(self) -> float:
+        """The slope of log latency on the prior's estimate (natural logs) of the last fit."""
+        return self._slope
+
+    @property
     def booster(self) -> Any:
         """The fitted xgboost Booster (None before a fit)."""
         return self._model
+
+
+def _settings_of(meta: Mapping[str, Any], path: str | os.PathLike[str]) -> Settings:
+    """The settings a model file was trained with; ConfigError naming the file when it has none."""
+    given = meta.get("settings")
+    try:
+        return (
+            Settings(**given)
+            if isinstance(given, dict)
+            else Settings(objective=str(meta["objective"]), prior=None)
+        )
+    except (TypeError, KeyError) as exc:
+        raise ConfigError(f"{path}: search.cost_model.pretrained: unknown model settings ({exc})") from None
 
 
 # ---------------------------------------------------------------- model files
@@ -229,7 +341,9 @@ def save_model(model: XGBoostModel, path: str | os.PathLike[str], meta: Mapping[
         "format": MODEL_FORMAT,
         "version": 1,
         "kind": model.name,
-        "objective": model.PARAMS["objective"],
+        "objective": model.settings.objective,
+        "settings": asdict(model.settings),
+        "prior_slope": model.prior_slope,
         "features": list(FEATURE_NAMES),
         **dict(meta),
         "booster": json.loads(bytes(model.booster.save_raw("json"))),

@@ -26,15 +26,21 @@ import numpy as np
 
 from ..config import WorkloadConfig, load_workload
 from ..errors import AutotuneError, ScheduleError
+from ..lowering import Lowered
 from ..memory import Pool
 from ..schedule import Schedule
+from ..workloads import Workload
 from . import candidates as cand
 from .cost_model import TOP_SHARE, XGBoostModel, spearman, top_k, top_k_recall
-from .features import feature_vector, features
+from .features import FEATURE_NAMES, feature_vector, features
 from .log import RUN_LOG_NAME, load, load_sessions
+from .records import TIMED_TRIAL_STATUSES, TrialRecord
 from .target import Target
 
-__all__ = ["TOP_SHARE", "HeldOut", "LogRows", "log_rows", "top_k", "train"]
+__all__ = [
+    "TOP_SHARE", "HeldOut", "LogRows", "RunSetup", "log_rows", "lower_trial", "run_setup", "timed_records", "top_k",
+    "train", "trial_features",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -63,50 +69,93 @@ class HeldOut:
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in self.__dict__.items()}
 
 
-def _setup(directory: Path) -> tuple[WorkloadConfig, tuple[Pool, ...], str, int, Target | None]:
-    """The workload, pools, planner, seed and target of a run, from best.json or run.jsonl."""
+@dataclass(frozen=True)
+class RunSetup:
+    """What a run's trials are of: the workload (``key``: its name, or its file's function, without
+    the arguments), the pools, planner and seed it lowered with, and the target it was tuned for."""
+
+    workload: Workload
+    key: str
+    pools: tuple[Pool, ...]
+    planner: str
+    seed: int
+    target: Target
+
+
+def run_setup(path: str | os.PathLike[str]) -> RunSetup:
+    """The setup of a run directory (or its ``trials.jsonl``) from its best.json, else its run.jsonl
+    (the target: this host's when the run did not record one); AutotuneError naming the directory
+    when neither says which workload the trials are of."""
+    directory = _directory(path)
     best = directory / "best.json"
+    target: Target | None = None
     if best.is_file():
         data = json.loads(best.read_text(encoding="utf-8"))
         wl = data["workload"]
         pools = tuple(Pool(p["name"], p["size"]) for p in data["pools"])
         target = Target.from_json(data["target"]) if isinstance(data.get("target"), dict) else None
         wc = WorkloadConfig(wl.get("name"), wl.get("path"), tuple((wl.get("args") or {}).items()))
-        return wc, pools, data["planner"], int(data["seed"]), target
-    starts = [line["session"] for line in load_sessions(directory) if "session" in line]
-    if not starts:
-        raise AutotuneError(
-            f"{directory}: no best.json or {RUN_LOG_NAME} says which workload the trials are of"
-        )
-    fields = starts[-1].get("config", {})
-    args = tuple((k.split(".", 2)[2], v) for k, v in fields.items() if k.startswith("workload.args."))
-    wc = WorkloadConfig(fields.get("workload.name"), fields.get("workload.path"), args)
-    pools = tuple(Pool(p["name"], p["size"]) for p in fields.get("memory.pools", []))
-    return wc, pools, fields.get("memory.planner", "greedy_by_size"), int(fields.get("search.seed", 0)), None
+        planner, seed = data["planner"], int(data["seed"])
+    else:
+        starts = [line["session"] for line in load_sessions(directory) if "session" in line]
+        if not starts:
+            raise AutotuneError(
+                f"{directory}: no best.json or {RUN_LOG_NAME} says which workload the trials are of"
+            )
+        fields = starts[-1].get("config", {})
+        args = tuple((k.split(".", 2)[2], v) for k, v in fields.items() if k.startswith("workload.args."))
+        wc = WorkloadConfig(fields.get("workload.name"), fields.get("workload.path"), args)
+        pools = tuple(Pool(p["name"], p["size"]) for p in fields.get("memory.pools", []))
+        planner, seed = fields.get("memory.planner", "greedy_by_size"), int(fields.get("search.seed", 0))
+    key = wc.name if wc.name is not None else str(wc.path).rsplit(":", 1)[-1]
+    return RunSetup(load_workload(wc), key, pools, planner, seed, target or Target.host())
+
+
+def _directory(path: str | os.PathLike[str]) -> Path:
+    path = Path(path)
+    return path.parent if path.suffix == ".jsonl" else path
+
+
+def timed_records(path: str | os.PathLike[str]) -> list[TrialRecord]:
+    """The trials of a run that carry a time and a trace (``ok`` and ``cutoff``), in log order:
+    what the tuner fits its model on."""
+    records = load(_directory(path) / "trials.jsonl")
+    return [r for r in records if r.status in TIMED_TRIAL_STATUSES and r.median_ms and r.trace]
+
+
+def lower_trial(setup: RunSetup, trace: str) -> Lowered | None:
+    """A trial's schedule replayed on the run's workload and lowered with its pools, as the tuner
+    lowered it; None when the trace no longer replays (a trace of an older space or schedule language)."""
+    try:
+        sch = Schedule.replay(setup.workload.func, trace)
+    except (ScheduleError, ValueError):
+        return None
+    low = cand.lower_candidate(sch.func, setup.pools, setup.planner, setup.seed, None)
+    return low.lowered  # no peak limit: None only if the pools overflow
+
+
+def trial_features(setup: RunSetup, lowered: Lowered) -> dict[str, float]:
+    """The features of a lowered trial, as the tuner computes them."""
+    return features(lowered.func, lowered.plan, original=setup.workload.func, target=setup.target)
 
 
 def log_rows(path: str | os.PathLike[str]) -> LogRows:
     """The rows of a run directory or its ``trials.jsonl`` (AutotuneError naming it when it is
     neither, or says nothing of its workload)."""
-    path = Path(path)
-    directory = path.parent if path.suffix == ".jsonl" else path
-    records = [r for r in load(directory / "trials.jsonl") if r.ok and r.median_ms and r.trace]
-    wc, pools, planner, seed, target = _setup(directory)
-    wl = load_workload(wc)
+    directory = _directory(path)
+    setup = run_setup(directory)
     rows, times, skipped = [], [], 0
-    for r in records:
-        try:
-            sch = Schedule.replay(wl.func, r.trace)
-        except (ScheduleError, ValueError):
-            skipped += 1  # a trace of an older space or schedule language
+    for r in timed_records(directory):
+        if not r.ok:
             continue
-        low = cand.lower_candidate(sch.func, pools, planner, seed, None)
-        assert low.lowered is not None  # no peak limit, unbounded pools: always lowered
-        x = features(low.lowered.func, low.lowered.plan, original=wl.func, target=target)
-        rows.append(feature_vector(x))
+        lowered = lower_trial(setup, r.trace)
+        if lowered is None:
+            skipped += 1
+            continue
+        rows.append(feature_vector(trial_features(setup, lowered)))
         times.append(float(r.median_ms))  # type: ignore[arg-type]
     name = directory.name if directory.name not in ("", ".") else str(directory)
-    X = np.asarray(rows, dtype=np.float64).reshape(len(rows), -1)
+    X = np.asarray(rows, dtype=np.float64).reshape(len(rows), len(FEATURE_NAMES))
     return LogRows(name, X, np.asarray(times, dtype=np.float64), skipped)
 
 

@@ -18,6 +18,12 @@ the innermost loop around it that does not index it (the data the nest touches b
 of the same element); its bytes are charged to the first cache level of ``target`` that holds that
 distance, or to memory when no loop carries reuse. Vector lanes used compare a vectorised
 innermost loop's trip count with the target's lanes for the stored dtype.
+
+The run time estimated from the store statements, the bytes per level and the target's lanes and
+cores (:func:`~autotune.search.features_estimate.roofline`): ``log2_estimate_ns`` and its compute
+and memory parts, the share of operations in statements that vectorise and of cycles bound by an
+accumulator's chain of updates. ``ops_ratio``: operations against those of the unscheduled
+function (``original``; 1 without it): what recomputed halos and padding add.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from .. import ir
 from ..analysis import Interval, eval_interval, sum_form
 from ..memory import MemoryPlan
 from ..memory.lowering import in_registers
+from .features_estimate import Access, Loop, Statement, memory_levels, roofline
 from .features_estimate import probability as _probability
 from .features_estimate import trip as _trip
 from .target import Target
@@ -57,6 +64,8 @@ FEATURE_NAMES: tuple[str, ...] = (
     # bytes by the cache level that serves them, vector lanes, parallel and unrolled work, reductions
     "log2_bytes_l1", "log2_bytes_l2", "log2_bytes_l3", "log2_bytes_mem", "log2_reuse_distance",
     "vector_lanes_used", "log2_parallel_extent", "parallel_frac", "log2_unrolled_work", "inner_reduction_frac",
+    # the roofline estimate (features_estimate.roofline) and the work against the unscheduled function
+    "log2_estimate_ns", "log2_compute_ns", "log2_memory_ns", "vector_op_frac", "latency_bound_frac", "ops_ratio",
 )  # fmt: skip
 L3_BYTES = 32 << 20
 """Cache sizes used when the target does not know its own (0 in :class:`~autotune.search.target.Target`)."""
@@ -65,34 +74,12 @@ VECTOR_BITS = 256
 _OPS = (ir.Add, ir.Sub, ir.Mul, ir.Div, ir.FloorDiv, ir.FloorMod, ir.Min, ir.Max, ir.Select, ir.Call)
 
 
-@dataclass(frozen=True)
-class _Loop:
-    var: ir.Var
-    kind: str
-    trip: float
-    const: bool
-
-
-@dataclass(frozen=True)
-class _Access:
-    """One load or store, executed ``iters`` times, innermost loop last in ``loops``."""
-
-    buffer: ir.Buffer
-    indices: tuple[ir.Expr, ...]
-    loops: tuple[_Loop, ...]
-    iters: float
-    store: bool
-    guarded: bool  # a guard sits between the innermost loop and the access
-    index_vars: frozenset[ir.Var]
-    has_mod: bool  # an index holds ``%`` (a rolling or double buffer)
-
-
 @dataclass
 class _Walk:
     """Mutable state of one walk; the results are read by :func:`features`."""
 
     bounds: dict[ir.Var, Interval] = field(default_factory=dict)
-    accesses: list[_Access] = field(default_factory=list)
+    accesses: list[Access] = field(default_factory=list)
     ops: float = 0.0
     kinds: dict[str, int] = field(default_factory=dict)
     max_depth: int = 0
@@ -100,15 +87,21 @@ class _Walk:
     inner_guards: int = 0
     allocs: list[ir.Allocate] = field(default_factory=list)
     alloc_depth: dict[ir.Var, int] = field(default_factory=dict)
+    registers: set[ir.Var] = field(default_factory=set)
+    statements: list[Statement] = field(default_factory=list)
+    slp: bool = False  # the code here is compiled with LLVM's SLP vectoriser (autotune.vectorizer)
 
     def access(
-        self, node: ir.BufferStore | ir.BufferLoad, loops: tuple[_Loop, ...], iters: float, guard: bool
-    ) -> None:
+        self, node: ir.BufferStore | ir.BufferLoad, loops: tuple[Loop, ...], iters: float, guard: bool
+    ) -> Access:
         names, has_mod = _index_info(node.indices)
         store = isinstance(node, ir.BufferStore)
-        self.accesses.append(_Access(node.buffer, node.indices, loops, iters, store, guard, names, has_mod))
+        reg = node.buffer.data in self.registers
+        a = Access(node.buffer, node.indices, loops, iters, store, guard, names, has_mod, reg)
+        self.accesses.append(a)
+        return a
 
-    def stmt(self, s: ir.Stmt, loops: tuple[_Loop, ...], prob: float, guard: bool) -> bool:
+    def stmt(self, s: ir.Stmt, loops: tuple[Loop, ...], prob: float, guard: bool) -> bool:
         """Walk ``s``; return whether it holds a loop (so the loop around it is not innermost)."""
         if isinstance(s, ir.For):
             return self.loop(s, loops, prob)
@@ -125,11 +118,15 @@ class _Walk:
             return inner
         if isinstance(s, ir.BufferStore):
             iters = prob * prod(lp.trip for lp in loops)
-            self.access(s, loops, iters, guard)
-            self.value(s.value, loops, iters, guard)
+            store = self.access(s, loops, iters, guard)
+            ops, loads = self.value(s.value, loops, iters, guard)
+            depth = self.alloc_depth.get(s.buffer.data, 0)
+            self.statements.append(Statement(store, tuple(loads), ops, self.slp, depth))
             return False
         if isinstance(s, ir.Allocate):
-            if not in_registers(s):  # register tiles and accumulators are not memory
+            if in_registers(s):  # register tiles and accumulators are not memory
+                self.registers.add(s.data)
+            else:
                 self.allocs.append(s)
             self.alloc_depth[s.data] = len(loops)
             return self.stmt(s.body, loops, prob, guard)
@@ -137,7 +134,7 @@ class _Walk:
             return self.stmt(s.body, loops, prob, guard)
         return False  # Evaluate: nothing to count
 
-    def loop(self, s: ir.For, loops: tuple[_Loop, ...], prob: float) -> bool:
+    def loop(self, s: ir.For, loops: tuple[Loop, ...], prob: float) -> bool:
         if not loops:
             self.nests += 1
         self.kinds[s.kind] = self.kinds.get(s.kind, 0) + 1
@@ -146,20 +143,36 @@ class _Walk:
         lo = eval_interval(s.min, self.bounds).lo
         hi = eval_interval(ir.Add(s.min, s.extent), self.bounds).hi
         self.bounds[s.loop_var] = Interval(lo, None if hi is None else hi - 1)
-        self.stmt(s.body, (*loops, _Loop(s.loop_var, s.kind, trip, const)), prob, False)
+        outer, mode = self.slp, ir.ann_get(s.annotations, ir.VECTORIZER_ATTR)
+        self.slp = outer if mode is None else mode == "slp"
+        self.stmt(s.body, (*loops, Loop(s.loop_var, s.kind, trip, const)), prob, False)
+        self.slp = outer
         return True
 
-    def value(self, e: ir.Expr, loops: tuple[_Loop, ...], iters: float, guard: bool) -> None:
-        """Count the flop-ish operations and the loads of a stored value (not its index math)."""
-        stack = [e]
+    def value(
+        self, e: ir.Expr, loops: tuple[Loop, ...], iters: float, guard: bool
+    ) -> tuple[float, list[Access]]:
+        """Count the flop-ish operations and the loads of a stored value (not its index math);
+        return the operations of one execution but those of a select's condition (loop indices
+        compared: hoisted, or one mask), and the loads."""
+        stack = [(e, False)]
+        ops = in_conditions = 0.0
+        loads = []
         while stack:
-            node = stack.pop()
+            node, condition = stack.pop()
             if isinstance(node, ir.BufferLoad):
-                self.access(node, loops, iters, guard)
+                loads.append(self.access(node, loops, iters, guard))
                 continue
             if isinstance(node, _OPS):
-                self.ops += iters
-            stack.extend(_children(node))
+                ops += 1.0
+                in_conditions += condition
+            if isinstance(node, ir.Select):
+                stack.append((node.cond, True))
+                stack.extend((c, condition) for c in (node.true_value, node.false_value))
+            else:
+                stack.extend((c, condition) for c in _children(node))
+        self.ops += ops * iters
+        return ops - in_conditions, loads
 
 
 def _index_info(indices: tuple[ir.Expr, ...]) -> tuple[frozenset[ir.Var], bool]:
@@ -197,12 +210,12 @@ def _log2(x: float) -> float:
     return math.log2(1.0 + max(x, 0.0))
 
 
-def _weighted(accesses: Sequence[_Access], flag: list[float]) -> float:
+def _weighted(accesses: Sequence[Access], flag: list[float]) -> float:
     total = sum(a.iters for a in accesses)
     return sum(a.iters * f for a, f in zip(accesses, flag)) / total if total else 0.0
 
 
-def _contiguous(a: _Access) -> float:
+def _contiguous(a: Access) -> float:
     """1.0 when the innermost loop walks the last index with stride 0 or 1."""
     if not a.loops or not a.indices:
         return 1.0
@@ -254,45 +267,7 @@ def _alloc_bytes(a: ir.Allocate) -> int:
     return prod(ir.as_int(e) or 1 for e in a.extents) * ir.dtype_bytes(a.dtype)
 
 
-def _reuse_distance(a: _Access, nest: Sequence[_Access]) -> float | None:
-    """Bytes touched by one iteration of the innermost loop around ``a`` that does not index it
-    (None: every loop indexes it, no reuse). A loop nest's accesses under that loop each touch the
-    product of the trips of their deeper loops that index them."""
-    carrier = next((i for i in range(len(a.loops) - 1, -1, -1) if a.loops[i].var not in a.index_vars), None)
-    if carrier is None:
-        return None
-    var = a.loops[carrier].var
-    total = 0.0
-    for b in nest:
-        if len(b.loops) > carrier and b.loops[carrier].var is var:
-            inner = b.loops[carrier + 1 :]
-            total += prod(lp.trip for lp in inner if lp.var in b.index_vars) * ir.dtype_bytes(b.buffer.dtype)
-    return total
-
-
-def _memory_levels(acc: Sequence[_Access], caches: tuple[int, int, int]) -> dict[str, float]:
-    """Bytes served by L1, L2, L3 and memory, and the mean log2 reuse distance (weighted by bytes)."""
-    nests: dict[int, list[_Access]] = {}
-    for a in acc:
-        nests.setdefault(id(a.loops[0].var) if a.loops else 0, []).append(a)
-    levels = [0.0, 0.0, 0.0, 0.0]
-    log_dist = weight = 0.0
-    for a in acc:
-        nbytes = a.iters * ir.dtype_bytes(a.buffer.dtype)
-        dist = _reuse_distance(a, nests[id(a.loops[0].var) if a.loops else 0])
-        level = 3 if dist is None else next((i for i, c in enumerate(caches) if dist <= c), 3)
-        levels[level] += nbytes
-        if dist is not None:
-            log_dist += nbytes * _log2(dist)
-            weight += nbytes
-    names = ("log2_bytes_l1", "log2_bytes_l2", "log2_bytes_l3", "log2_bytes_mem")
-    return {
-        **{n: _log2(v) for n, v in zip(names, levels)},
-        "log2_reuse_distance": log_dist / weight if weight else 0.0,
-    }
-
-
-def _work(stores: Sequence[_Access], vector_bits: int) -> dict[str, float]:
+def _work(stores: Sequence[Access], vector_bits: int) -> dict[str, float]:
     """Vector lanes used, parallel extent and share, unrolled work and innermost reductions."""
     inner = [a for a in stores if a.loops]
     vec = [a for a in inner if a.loops[-1].kind == ir.ForKind.VECTORIZED]
@@ -320,7 +295,7 @@ def features(
     their allocations. ``target`` gives the cache sizes and the vector width (without it, or
     where it records 0: :data:`L1_BYTES`, :data:`L2_BYTES`, :data:`L3_BYTES`, :data:`VECTOR_BITS`).
     """
-    walk = _Walk()
+    walk = _Walk(slp=ir.ann_get(lowered_func.attrs, ir.VECTORIZER_ATTR) == "slp")
     walk.stmt(lowered_func.body, (), 1.0, False)
     params = {p.data for p in lowered_func.params}
     inter = {a.data for a in walk.allocs}
@@ -380,9 +355,22 @@ def features(
         (target and target.l2_bytes) or L2_BYTES,
         (target and target.l3_bytes) or L3_BYTES,
     )
-    values.update(_memory_levels(acc, caches))
-    values.update(_work(stores, (target and target.vector_bits) or VECTOR_BITS))
+    levels, values["log2_reuse_distance"] = memory_levels(acc, caches)
+    for name, nbytes in zip(("log2_bytes_l1", "log2_bytes_l2", "log2_bytes_l3", "log2_bytes_mem"), levels):
+        values[name] = _log2(nbytes)
+    bits = (target and target.vector_bits) or VECTOR_BITS
+    values.update(_work(stores, bits))
+    served = memory_levels(acc, caches, registers=True)[0][1:]
+    values.update(roofline(walk.statements, served, max(bits // 32, 1), (target and target.cores) or 1))
+    values["ops_ratio"] = walk.ops / _ops(original) if original is not None and _ops(original) else 1.0
     return {name: float(values[name]) for name in FEATURE_NAMES}
+
+
+def _ops(func: ir.Func) -> float:
+    """The arithmetic operations of a function as it is written (before any schedule)."""
+    walk = _Walk()
+    walk.stmt(func.body, (), 1.0, False)
+    return walk.ops
 
 
 def feature_vector(values: dict[str, float]) -> list[float]:

@@ -1,12 +1,37 @@
-"""Estimates over loop variables taken as uniform in their ranges: a loop's mean trip count, an
-expression's mean, how often a guard holds (for :mod:`autotune.search.features`)."""
+"""Estimates for :mod:`autotune.search.features`.
+
+Over loop variables taken as uniform in their ranges: a loop's mean trip count (:func:`trip`), an
+expression's mean (:func:`mean`), how often a guard holds (:func:`probability`).
+
+A roofline estimate of a lowered program's run time (:func:`roofline`), from its store statements
+(:class:`Statement`: a store, the loads of its value and its arithmetic): per statement, the
+cycles of one execution are the larger of its issue cost and its dependence chain. Issue: two
+arithmetic operations or loads and one store per cycle and lane, a loop overhead per iteration of
+the loop it runs in (shared by the iterations unrolled inside it), all over the vector lanes when
+the innermost loop that is not unrolled vectorises (every access moves by 0 or 1 element per
+step: :func:`vector_loop`); accesses to a register tile that no rolled loop indexes are free.
+Chain: an accumulator updated along that loop waits :data:`FMA_LATENCY` cycles per update in a
+register, :data:`FORWARD_LATENCY` in memory, shared by the accumulators that the unrolled loops
+inside it index (and the vector lanes). A
+parallel loop of extent ``P`` divides its statements' cycles by ``P / ceil(P / cores)``. The bytes
+served by L2, L3 and memory add their time at :data:`BANDWIDTH_GBS`. The constants are the
+DESIGN's figures for this host kind; only the order of the estimates matters to the cost model.
+"""
 
 from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from math import prod
 
 from .. import ir
 from ..analysis import Interval, eval_interval, sum_form
 
-__all__ = ["mean", "probability", "trip"]
+__all__ = [
+    "Access", "Loop", "Statement", "iterating", "mean", "memory_levels", "probability", "roofline",
+    "statement_cycles", "stride", "trip", "vector_loop",
+]  # fmt: skip
 
 
 def trip(s: ir.For, bounds: dict[ir.Var, Interval]) -> tuple[float, bool]:
@@ -58,3 +83,228 @@ def probability(cond: ir.Expr, bounds: dict[ir.Var, Interval]) -> float:
         ir.NE: n - (1 if diff.lo <= 0 <= diff.hi else 0),
     }.get(type(cond), n)
     return min(max(count / n, 0.0), 1.0)
+
+
+# ---------------------------------------------------------------- a roofline estimate of the run time
+
+CYCLES_PER_NS = 3.0
+"""Clock rate the estimate converts cycles with (a ranking needs only a constant)."""
+ISSUE = 0.5
+"""Cycles per arithmetic operation, load or store on one lane: two of each per cycle."""
+STORE_ISSUE = 1.0
+"""Cycles per store on one lane: one store per cycle."""
+LOOP_CYCLES = 1.0
+"""Cycles a loop iteration costs beyond its body (increment, compare, branch, index math)."""
+FMA_LATENCY = 4.0
+"""Cycles before an accumulator in a register can take its next update."""
+FORWARD_LATENCY = 6.0
+"""Cycles before an accumulator in memory can take its next update (store-to-load forwarding)."""
+FULL_UNROLL = 128
+"""A loop of a constant trip count whose whole unrolled body has at most this many operations,
+loads and stores is taken as unrolled by LLVM (so the loop around it is the one that vectorises)."""
+BANDWIDTH_GBS = (75.0, 25.0, 20.0)
+"""Bytes per ns one core reads from L2, L3 and memory (the DESIGN's figures for this host kind)."""
+
+
+@dataclass(frozen=True)
+class Loop:
+    var: ir.Var
+    kind: str
+    trip: float
+    const: bool
+
+
+@dataclass(frozen=True)
+class Access:
+    """One load or store, executed ``iters`` times, innermost loop last in ``loops``."""
+
+    buffer: ir.Buffer
+    indices: tuple[ir.Expr, ...]
+    loops: tuple[Loop, ...]
+    iters: float
+    store: bool
+    guarded: bool  # a guard sits between the innermost loop and the access
+    index_vars: frozenset[ir.Var]
+    has_mod: bool  # an index holds ``%`` (a rolling or double buffer)
+    register: bool = False  # the buffer is a register tile (``local`` scope)
+
+
+@dataclass(frozen=True)
+class Statement:
+    """A store, the loads of its value and the arithmetic operations of its value; ``slp``: compiled
+    with LLVM's SLP vectoriser instead of its loop vectoriser (``autotune.vectorizer``);
+    ``depth``: how many of the store's loops are outside the allocation of the buffer it stores to."""
+
+    store: Access
+    loads: tuple[Access, ...]
+    ops: float
+    slp: bool = False
+    depth: int = 0
+
+
+def stride(a: Access, var: ir.Var) -> int | None:
+    """How far one step of ``var`` moves ``a`` in its last index (0: not at all); None when ``var``
+    takes part in another index or in a term that is not affine (a gather)."""
+    if var not in a.index_vars:
+        return 0
+    if any(var in _vars(e) for e in a.indices[:-1]):
+        return None
+    form = sum_form(a.indices[-1])
+    if form is None or any(t is not var and var in _vars(t) for t in form.terms):
+        return None
+    return form.coeff(var)
+
+
+def _vars(e: ir.Expr) -> set[ir.Var]:
+    return set(ir.collect(e, ir.Var))
+
+
+def iterating(s: Statement) -> int | None:
+    """The position of the loop the compiled statement steps through: the innermost loop that is
+    neither unrolled by the code generator nor short enough for LLVM to unroll whole (a constant
+    trip count and at most :data:`FULL_UNROLL` operations, loads and stores once unrolled);
+    None when every loop is unrolled."""
+    size = s.ops + len(s.loads) + 1.0
+    for i in range(len(s.store.loops) - 1, -1, -1):
+        lp = s.store.loops[i]
+        if lp.kind != ir.ForKind.UNROLLED and not (lp.const and size * lp.trip <= FULL_UNROLL):
+            return i
+        size *= lp.trip
+    return None
+
+
+def _moves_by_one(s: Statement, var: ir.Var) -> bool:
+    return all(stride(a, var) in (0, 1) and not a.guarded for a in (s.store, *s.loads))
+
+
+def vector_loop(s: Statement) -> int | None:
+    """The position of the loop whose steps share vector lanes (None: the statement runs on one lane).
+    Loop vectoriser: the loop the statement steps through (:func:`iterating`), when every access
+    moves by 0 or 1 element per step of it and none is under a guard inside it. SLP: the innermost
+    unrolled loop inside that one along which the store moves by 1 and every load by 0 or 1."""
+    pos = iterating(s)
+    loops = s.store.loops
+    if not s.slp:
+        return pos if pos is not None and _moves_by_one(s, loops[pos].var) else None
+    for i in range(len(loops) - 1, -1 if pos is None else pos, -1):
+        if stride(s.store, loops[i].var) == 1 and _moves_by_one(s, loops[i].var):
+            return i
+    return None
+
+
+def _in_register(a: Access, pos: int | None) -> bool:
+    """A register tile's element stays in a register when no loop the code steps through (at or
+    outside ``pos``) indexes it."""
+    outer = a.loops[: (pos + 1) if pos is not None else 0]
+    return a.register and all(lp.var not in a.index_vars for lp in outer)
+
+
+def statement_cycles(s: Statement, lanes: int) -> tuple[float, bool, bool]:
+    """``(cycles on one core per execution, vectorised, latency-bound)``: the larger of the issue
+    cost (operations, loads and stores not in registers over the vector lanes, and the loop's
+    overhead over the executions in one of its steps) and the chain of updates of one accumulator
+    that the stepped loop carries (a store that reads itself at the same place, allocated outside
+    that loop, which does not index it)."""
+    st = s.store
+    pos, vec = iterating(s), vector_loop(s)
+    width = 1.0 if vec is None else float(max(1.0, min(lanes, st.loops[vec].trip)))
+    per_step = prod(lp.trip for lp in st.loops[pos + 1 :]) if pos is not None else 1.0
+    steps = 1.0 if pos is None else (width if vec == pos else 1.0)
+    moving = [a for a in s.loads if vec is None or stride(a, st.loops[vec].var)]  # the others: once
+    memory = sum(ISSUE for a in moving if not _in_register(a, pos))
+    memory += 0.0 if _in_register(st, pos) else STORE_ISSUE
+    overhead = 0.0 if pos is None else LOOP_CYCLES / (steps * max(per_step, 1.0))  # None: straight-line code
+    issue = (s.ops * ISSUE + memory) / width + overhead
+    latency = 0.0
+    accumulates = any(a.buffer.data is st.buffer.data and a.indices == st.indices for a in s.loads)
+    if pos is not None and accumulates and st.loops[pos].var not in st.index_vars and s.depth <= pos:
+        chain = FMA_LATENCY if _in_register(st, pos) else FORWARD_LATENCY
+        chains = prod(lp.trip for lp in st.loops[pos + 1 :] if lp.var in st.index_vars)
+        latency = chain / (max(chains, 1.0) * steps)
+    return max(issue, latency), vec is not None, latency > issue
+
+
+def _reuse_distance(a: Access, nest: Sequence[Access], registers: bool) -> float | None:
+    """Bytes touched by one iteration of the innermost loop around ``a`` that does not index it
+    (None: every loop indexes it, no reuse). A loop nest's accesses under that loop each touch the
+    product of the trips of their deeper loops that index them. ``registers``: unrolled loops
+    reuse in registers, not in a cache, and register tiles touch no cache."""
+    carrier = next(
+        (
+            i
+            for i in range(len(a.loops) - 1, -1, -1)
+            if a.loops[i].var not in a.index_vars
+            and not (registers and a.loops[i].kind == ir.ForKind.UNROLLED)
+        ),
+        None,
+    )
+    if carrier is None:
+        return None
+    var = a.loops[carrier].var
+    total = 0.0
+    for b in nest:
+        if len(b.loops) > carrier and b.loops[carrier].var is var and not (registers and b.register):
+            inner = b.loops[carrier + 1 :]
+            total += prod(lp.trip for lp in inner if lp.var in b.index_vars) * ir.dtype_bytes(b.buffer.dtype)
+    return total
+
+
+def memory_levels(
+    acc: Sequence[Access], caches: tuple[int, int, int], registers: bool = False
+) -> tuple[list[float], float]:
+    """Bytes served by L1, L2, L3 and memory, and the mean log2 reuse distance (weighted by bytes).
+    ``registers``: register tiles are left out, and an access repeated by unrolled loops that do
+    not index it is loaded once (its copies share a register)."""
+    nests: dict[int, list[Access]] = {}
+    for a in acc:
+        nests.setdefault(id(a.loops[0].var) if a.loops else 0, []).append(a)
+    levels = [0.0, 0.0, 0.0, 0.0]
+    log_dist = weight = 0.0
+    for a in acc:
+        if registers and a.register:
+            continue
+        nbytes = a.iters * ir.dtype_bytes(a.buffer.dtype)
+        if registers:
+            nbytes /= prod(
+                lp.trip for lp in a.loops if lp.kind == ir.ForKind.UNROLLED and lp.var not in a.index_vars
+            )
+        dist = _reuse_distance(a, nests[id(a.loops[0].var) if a.loops else 0], registers)
+        level = 3 if dist is None else next((i for i, c in enumerate(caches) if dist <= c), 3)
+        levels[level] += nbytes
+        if dist is not None:
+            log_dist += nbytes * math.log2(1.0 + max(dist, 0.0))
+            weight += nbytes
+    return levels, log_dist / weight if weight else 0.0
+
+
+def roofline(
+    statements: Sequence[Statement], level_bytes: Sequence[float], lanes: int, cores: int
+) -> dict[str, float]:
+    """The estimated run time (ns) of a program: per statement its cycles (:func:`statement_cycles`)
+    times its executions, over the cores its parallel loops spread it on; plus the bytes that L2,
+    L3 and memory serve (``level_bytes``) over their bandwidth, on the cores that the parallel share
+    of the work uses. Also the share of operations that vectorise and of cycles that are latency-bound."""
+    compute = ops = vector_ops = latency_bound = parallel_cycles = all_cycles = 0.0
+    for s in statements:
+        cycles, vectorised, bound = statement_cycles(s, lanes)
+        total = cycles * s.store.iters
+        all_cycles += total
+        extent = prod(lp.trip for lp in s.store.loops if lp.kind == ir.ForKind.PARALLEL)
+        spread = 1.0
+        if any(lp.kind == ir.ForKind.PARALLEL for lp in s.store.loops) and extent >= 1:
+            spread = extent / math.ceil(extent / max(cores, 1))
+            parallel_cycles += total
+        compute += total / spread
+        ops += s.ops * s.store.iters
+        vector_ops += s.ops * s.store.iters * vectorised
+        latency_bound += total * bound
+    share = parallel_cycles / all_cycles if all_cycles else 0.0
+    memory = sum(b / bw for b, bw in zip(level_bytes, BANDWIDTH_GBS)) / (1.0 + share * (max(cores, 1) - 1))
+    compute_ns = compute / CYCLES_PER_NS
+    return {
+        "log2_estimate_ns": math.log2(1.0 + compute_ns + memory),
+        "log2_compute_ns": math.log2(1.0 + compute_ns),
+        "log2_memory_ns": math.log2(1.0 + memory),
+        "vector_op_frac": vector_ops / ops if ops else 0.0,
+        "latency_bound_frac": latency_bound / all_cycles if all_cycles else 0.0,
+    }

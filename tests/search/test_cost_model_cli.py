@@ -36,7 +36,7 @@ def test_train_a_model_and_start_a_run_from_it(tmp_path: Path, capsys: pytest.Ca
     printed = capsys.readouterr().out
     assert "spearman" in printed and f"wrote {model}" in printed
     doc = json.loads(model.read_text())
-    assert doc["features"] == list(FEATURE_NAMES) and doc["objective"] == "rank:pairwise"
+    assert doc["features"] == list(FEATURE_NAMES) and doc["objective"] == "reg:squarederror"
     assert [t["ok_trials"] for t in doc["trained_on"]] == [
         sum(r.ok for r in TrialLog.load(d / "trials.jsonl")) for d in (a, b)
     ]

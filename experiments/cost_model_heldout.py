@@ -1,0 +1,372 @@
+"""How well the cost model ranks trials it has not seen, judged offline on the logs of earlier runs.
+
+    .venv/bin/python experiments/cost_model_heldout.py [--logs results/generality/mlp ...]
+        [--variants before after] [--cache DIR] [--output results]
+
+Every log of ``results/builtins_64/*``, ``results/generality/*`` and ``results/sample_efficiency_runs/**``
+(or ``--logs``) is read with the current code: each timed trial (``ok`` or ``cutoff``: what the tuner
+fits its model on) is replayed on the run's workload, lowered with its pools, planner and seed as
+the tuner lowered it, and turned into features (:mod:`autotune.search.cost_model_train`). Lowered
+programs and features are cached under ``--cache`` (keyed by the log's bytes and the source of
+the code that computes them), so a rerun after a change to the features or the model takes
+seconds. A trial whose trace no longer replays is counted as skipped.
+
+Per log and per model variant (``VARIANTS``: the model as it was, ``before``, on its 46 features, and
+the current one, ``after``, on the current features; others for ablation):
+
+- *prequential*: the tuner's loop replayed. Before each round the model is fitted on the timed
+  trials of the earlier rounds (the tuner refits once per round), and predicts the round's ``ok``
+  trials; a prediction is kept when the model says it gives milliseconds, as the tuner records
+  ``predicted_ms``. Spearman and top-k recall over the kept ones come from
+  :func:`autotune.report.analysis.cost_model_quality`, the function that writes report.md's
+  figure. ``logged``: the same function on the ``predicted_ms`` the run recorded (report.md's
+  figure, by the model and features of the day).
+- *leave one workload out*: a model fitted on the timed trials of every log of another workload
+  (one group per log) ranks this log's ``ok`` trials (Spearman, :func:`~autotune.search.cost_model.spearman`).
+- *estimate*: Spearman of the analytic estimate alone (feature ``log2_estimate_ns``), no learning.
+
+Writes ``<output>/cost_model_heldout.md`` and ``.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import hashlib
+import json
+import math
+import pickle
+import shlex
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from autotune.report.analysis import cost_model_quality  # noqa: E402
+from autotune.search import cost_model_train as ct  # noqa: E402
+from autotune.search.cost_model import CostModel, Settings, XGBoostModel, spearman  # noqa: E402
+from autotune.search.features import FEATURE_NAMES  # noqa: E402
+from autotune.search.records import machine  # noqa: E402
+
+LOG_GLOBS = (
+    "results/builtins_64/*/trials.jsonl",
+    "results/generality/*/trials.jsonl",
+    "results/sample_efficiency_runs/**/trials.jsonl",
+)
+MIN_OK = 8
+"""Logs with fewer ok trials that replay are left out (a run still under way, or one that failed)."""
+
+BEFORE_FEATURES: tuple[str, ...] = (
+    "n_loops", "n_serial", "n_parallel", "n_vectorized", "n_unrolled", "max_depth", "n_nests",
+    "n_stores", "log2_iterations", "log2_ops", "inner_log2_extent", "inner_const_frac",
+    "inner_vectorized_frac", "inner_contig_frac", "inner_guards", "guarded_frac", "mod_index_frac",
+    "log2_param_bytes", "log2_param_accesses", "param_reuse", "log2_inter_bytes", "log2_inter_accesses",
+    "inter_reuse", "n_allocations", "n_banked", "largest_inter_l1", "largest_inter_l2", "largest_fits_l1",
+    "largest_fits_l2", "halo_max", "halo_mean", "intensity_param", "intensity_access",
+    "log2_workspace_peak", "n_pools_used", "parallel", "log2_bytes_l1", "log2_bytes_l2", "log2_bytes_l3",
+    "log2_bytes_mem", "log2_reuse_distance", "vector_lanes_used", "log2_parallel_extent", "parallel_frac",
+    "log2_unrolled_work", "inner_reduction_frac",
+)  # fmt: skip
+"""The features the model had before this experiment's changes (all still computed, unchanged)."""
+
+
+# ---------------------------------------------------------------- the logs
+
+
+@dataclass(frozen=True)
+class Trial:
+    trial: int
+    round: int
+    status: str
+    median_ms: float
+    logged_ms: float | None  # the predicted_ms the run recorded
+    features: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Log:
+    label: str  # the log's directory under results/
+    key: str  # the workload (leave-one-workload-out leaves out every log with this key)
+    trials: tuple[Trial, ...]
+    skipped: int
+
+    @property
+    def ok(self) -> list[Trial]:
+        return [t for t in self.trials if t.status == "ok"]
+
+
+def _source_hash(mine: bool) -> str:
+    """A hash of autotune's source: all of it (``mine``), or all but the cost model's own files
+    (what lowering a trial depends on)."""
+    own = ("features", "cost_model", "report/analysis", "cli/cost_model")
+    h = hashlib.sha256()
+    for path in sorted((REPO / "autotune").rglob("*.py")):
+        rel = path.relative_to(REPO / "autotune").as_posix()
+        if mine or not any(rel.startswith(o) or rel.startswith(f"search/{o}") for o in own):
+            h.update(rel.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _lowered(path: Path, setup: ct.RunSetup, records: list[Any], cache: Path) -> dict[int, Any]:
+    """``{trial: Lowered or None}``, from the pickle cache when the log and the lowering code are
+    the same."""
+    key = hashlib.sha256(path.read_bytes() + _source_hash(False).encode()).hexdigest()[:20]
+    file = cache / f"lowered-{key}.pkl"
+    if file.is_file():
+        return pickle.loads(file.read_bytes())  # type: ignore[no-any-return]
+    out = {r.trial: ct.lower_trial(setup, r.trace) for r in records}
+    file.write_bytes(pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL))
+    return out
+
+
+def load_log(path: Path, cache: Path) -> Log:
+    """A log's timed trials with their features (computed by the current code, or cached)."""
+    label = path.parent.relative_to(REPO / "results").as_posix() if path.is_relative_to(REPO) else str(path)
+    key = hashlib.sha256(path.read_bytes() + _source_hash(True).encode()).hexdigest()[:20]
+    file = cache / f"features-{key}.json"
+    if file.is_file():
+        doc = json.loads(file.read_text(encoding="utf-8"))
+    else:
+        setup = ct.run_setup(path)
+        records = ct.timed_records(path)
+        lowered = _lowered(path, setup, records, cache)
+        trials, skipped = [], 0
+        for r in records:
+            low = lowered.get(r.trial)
+            if low is None:
+                skipped += 1
+                continue
+            x = ct.trial_features(setup, low)
+            trials.append([r.trial, r.round, r.status, r.median_ms, r.predicted_ms, x])
+        doc = {"key": setup.key, "trials": trials, "skipped": skipped}
+        file.write_text(json.dumps(doc), encoding="utf-8")
+    trials = tuple(Trial(*t) for t in doc["trials"])
+    return Log(label, doc["key"], trials, doc["skipped"])
+
+
+def find_logs(patterns: Sequence[str]) -> list[Path]:
+    found: set[Path] = set()
+    for pattern in patterns:
+        p = Path(pattern)
+        if p.is_dir():
+            p = p / "trials.jsonl"
+        found.update([p.resolve()] if p.is_file() else REPO.glob(pattern))
+    return sorted(found)
+
+
+# ---------------------------------------------------------------- the models
+
+ModelFactory = Callable[[int], CostModel]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A model and the features it sees."""
+
+    make: ModelFactory
+    names: tuple[str, ...]
+    about: str
+
+
+BEFORE = Settings(objective="rank:pairwise", max_depth=4, prior=None)
+"""The model as it was: pairwise ranking, 100 trees of depth 4, a line from scores to log latency."""
+
+
+def _variant(settings: Settings, names: Sequence[str], about: str) -> Variant:
+    make = lambda seed: XGBoostModel(seed=seed, settings=settings, features=names)  # noqa: E731
+    return Variant(make, tuple(names), about)
+
+
+VARIANTS: dict[str, Variant] = {
+    "before": _variant(BEFORE, BEFORE_FEATURES, "pairwise ranking on the 46 features the model had"),
+    "rank_all": _variant(BEFORE, FEATURE_NAMES, "pairwise ranking on the current features"),
+    "estimate_line": _variant(
+        replace(XGBoostModel.SETTINGS, rounds=0), FEATURE_NAMES, "the estimate's line alone (no trees)"
+    ),
+    "trees_in_full": _variant(
+        replace(XGBoostModel.SETTINGS, tree_trials=0.0), FEATURE_NAMES,
+        "the current model with its trees counted in full from the first fit (no blend)",
+    ),
+    "no_prior": _variant(
+        replace(XGBoostModel.SETTINGS, prior=None), FEATURE_NAMES, "the current model without the estimate's line"
+    ),
+    "after": _variant(XGBoostModel.SETTINGS, FEATURE_NAMES, "the current model (`XGBoostModel.SETTINGS`)"),
+}  # fmt: skip
+
+
+def _matrix(trials: Sequence[Trial], names: Sequence[str]) -> np.ndarray:
+    return np.asarray([[t.features[n] for n in names] for t in trials], dtype=np.float64).reshape(
+        len(trials), len(names)
+    )
+
+
+def prequential(log: Log, variant: Variant, seed: int = 0) -> dict[str, float] | None:
+    """The tuner's loop replayed on one log: before each round a model fitted on the timed trials
+    of the earlier rounds predicts the round's ok trials (kept when it gives milliseconds); scored
+    by report.md's :func:`~autotune.report.analysis.cost_model_quality`."""
+    import pandas as pd
+
+    rows = []
+    for r in sorted({t.round for t in log.ok}):
+        seen = [t for t in log.trials if t.round < r]
+        new = [t for t in log.ok if t.round == r]
+        model = variant.make(seed)
+        model.fit(_matrix(seen, variant.names), np.asarray([t.median_ms for t in seen], dtype=float))
+        if model.ready and model.predicts_ms:
+            predicted = model.predict(_matrix(new, variant.names))
+        else:
+            predicted = np.full(len(new), np.nan)
+        rows += [
+            {"status": "ok", "predicted_ms": p, "median_ms": t.median_ms} for t, p in zip(new, predicted)
+        ]
+    return cost_model_quality(pd.DataFrame(rows, columns=["status", "predicted_ms", "median_ms"]))
+
+
+def logged(log: Log) -> dict[str, float] | None:
+    """report.md's figure: :func:`cost_model_quality` on the predictions the run recorded."""
+    import pandas as pd
+
+    rows = [{"status": "ok", "predicted_ms": t.logged_ms, "median_ms": t.median_ms} for t in log.ok]
+    df = pd.DataFrame(rows, columns=["status", "predicted_ms", "median_ms"])
+    df["predicted_ms"] = pd.to_numeric(df["predicted_ms"])
+    return cost_model_quality(df)
+
+
+def leave_one_out(logs: Sequence[Log], index: int, variant: Variant, seed: int = 0) -> float:
+    """Spearman of a model fitted on every log of another workload, on this log's ok trials."""
+    target = logs[index]
+    others = [log for log in logs if log.key != target.key]
+    if not others or len(target.ok) < 3:
+        return float("nan")
+    X = np.concatenate([_matrix(log.trials, variant.names) for log in others])
+    y = np.concatenate([[t.median_ms for t in log.trials] for log in others])
+    groups = np.concatenate([np.full(len(log.trials), i) for i, log in enumerate(others)])
+    model = variant.make(seed)
+    model.fit(X, y, groups)
+    return spearman(model.predict(_matrix(target.ok, variant.names)), [t.median_ms for t in target.ok])
+
+
+def estimate_spearman(log: Log) -> float:
+    if "log2_estimate_ns" not in FEATURE_NAMES:
+        return float("nan")
+    return spearman([t.features["log2_estimate_ns"] for t in log.ok], [t.median_ms for t in log.ok])
+
+
+def evaluate(logs: Sequence[Log], variants: Sequence[str], seed: int = 0) -> list[dict[str, Any]]:
+    """One row per log: its figures for every variant."""
+    out = []
+    for i, log in enumerate(logs):
+        row: dict[str, Any] = {
+            "log": log.label, "workload": log.key, "ok": len(log.ok), "timed": len(log.trials),
+            "skipped": log.skipped, "logged": logged(log), "estimate": estimate_spearman(log),
+        }  # fmt: skip
+        for name in variants:
+            row[name] = {
+                "prequential": prequential(log, VARIANTS[name], seed),
+                "leave_one_out": leave_one_out(logs, i, VARIANTS[name], seed),
+            }
+        out.append(row)
+    return out
+
+
+# ---------------------------------------------------------------- the report
+
+
+def _f(value: float | None) -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.2f}"
+
+
+def _q(quality: dict[str, float] | None, key: str = "spearman") -> float | None:
+    return None if quality is None else quality[key]
+
+
+def table(rows: Sequence[dict[str, Any]], variants: Sequence[str]) -> list[str]:
+    head = ["log", "workload", "ok", "skipped", "logged (report.md)", "estimate alone"]
+    for v in variants:
+        head += [f"{v}: prequential (n)", f"{v}: top-k recall", f"{v}: leave one workload out"]
+    lines = ["| " + " | ".join(head) + " |", "| --- | --- | " + " | ".join("---:" for _ in head[2:]) + " |"]
+    for row in rows:
+        cells = [row["log"], row["workload"], str(row["ok"]), str(row["skipped"]), _f(_q(row["logged"])),
+                 _f(row["estimate"])]  # fmt: skip
+        for v in variants:
+            pq = row[v]["prequential"]
+            n = "" if pq is None else f" ({int(pq['trials'])})"
+            cells += [_f(_q(pq)) + n, _f(_q(pq, "recall")), _f(row[v]["leave_one_out"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    summary = ["**median**", "", "", "", _f(_median([_q(r["logged"]) for r in rows])),
+               _f(_median([r["estimate"] for r in rows]))]  # fmt: skip
+    for v in variants:
+        pq = [_q(r[v]["prequential"]) for r in rows]
+        summary += [
+            f"{_f(_median(pq))} ({sum(1 for s in pq if s is not None and s >= 0.6)} of {len(rows)} >= 0.6)",
+            _f(_median([_q(r[v]["prequential"], "recall") for r in rows])),
+            _f(_median([r[v]["leave_one_out"] for r in rows])),
+        ]
+    lines.append("| " + " | ".join(summary) + " |")
+    return lines
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    kept = [v for v in values if v is not None and not math.isnan(v)]
+    return float(np.median(kept)) if kept else None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--logs", nargs="+", default=list(LOG_GLOBS), metavar="GLOB")
+    parser.add_argument("--variants", nargs="+", default=["before", "after"], choices=sorted(VARIANTS))
+    parser.add_argument(
+        "--cache", type=Path, default=Path(tempfile.gettempdir()) / "autotune-cost-model-heldout"
+    )
+    parser.add_argument("--output", type=Path, default=REPO / "results")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    args.cache.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    logs = []
+    for path in find_logs(args.logs):
+        t0 = time.perf_counter()
+        log = load_log(path, args.cache)
+        print(f"{log.label}: {len(log.ok)} ok, {len(log.trials)} timed, {log.skipped} skipped "
+              f"({time.perf_counter() - t0:.1f} s)", flush=True)  # fmt: skip
+        if len(log.ok) >= MIN_OK:
+            logs.append(log)
+    rows = evaluate(logs, args.variants, args.seed)
+    host = machine()
+    command = "cd /work/main && .venv/bin/python experiments/cost_model_heldout.py " + shlex.join(
+        sys.argv[1:] if argv is None else list(argv)
+    )
+    date = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    isa = "AVX-512" if "avx512f" in host["isa"] else "AVX2"
+    md = [
+        "# Cost model on held-out trials, offline", "",
+        f"`{command.strip()}`, {date}. {host['cpu']} (LLVM cpu {host['llvm_cpu']}, {isa}), "
+        f"{host['usable_cores']} cores; {time.perf_counter() - start:.0f} s.", "",
+        "Each log's timed trials replayed, lowered and featurised by the current code. *prequential*: "
+        "before each round, a model fitted on the earlier rounds' timed trials predicts the round's ok "
+        "trials, kept when it predicts milliseconds (as the tuner records them); Spearman of predicted "
+        "and measured latency by report.md's function (`autotune.report.analysis.cost_model_quality`), "
+        "(n) the trials predicted. *leave one workload out*: fitted on the logs of every other "
+        "workload. *logged*: report.md's figure from the run's recorded predictions. *estimate alone*: "
+        "Spearman of the analytic estimate (`log2_estimate_ns`).", "",
+        *(f"- `{name}`: {VARIANTS[name].about} ({len(VARIANTS[name].names)} features)" for name in args.variants),
+        "", *table(rows, args.variants), "",
+    ]  # fmt: skip
+    payload = {"command": command, "date": date, "machine": host, "variants": args.variants, "logs": rows}
+    args.output.mkdir(parents=True, exist_ok=True)
+    (args.output / "cost_model_heldout.md").write_text("\n".join(md), encoding="utf-8")
+    (args.output / "cost_model_heldout.json").write_text(json.dumps(payload, indent=1), encoding="utf-8")
+    print("\n".join(md))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""The roofline estimate among the features: its exact cycles on small loop nests written here."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from autotune import ir
+from autotune.memory import Pool
+from autotune.memory.lowering import empty_plan
+from autotune.search.features import FEATURE_NAMES, features
+from autotune.search.features_estimate import CYCLES_PER_NS, roofline
+from autotune.search.target import Target
+
+TARGET = Target("test", cores=2, vector_bits=512, vector_registers=32)  # 16 float32 lanes
+A = ir.decl_buffer("A", (256,))
+B = ir.decl_buffer("B", (128,))
+O = ir.decl_buffer("O", (4,))
+I, K, J = ir.Var("i"), ir.Var("k"), ir.Var("j")
+PLAN = empty_plan((Pool("sram", 1 << 20),))
+
+
+def loop(var: ir.Var, extent: int, body: ir.Stmt, kind: str = "serial") -> ir.Stmt:
+    return ir.For(var, ir.const(0), ir.const(extent), kind, body)
+
+
+def compute_cycles(body: ir.Stmt) -> float:
+    x = features(ir.Func("f", (A, B, O), body), PLAN, target=TARGET)
+    return (2.0 ** x["log2_compute_ns"] - 1.0) * CYCLES_PER_NS
+
+
+def test_the_estimate_is_among_the_features() -> None:
+    for name in ("log2_estimate_ns", "log2_compute_ns", "log2_memory_ns", "vector_op_frac", "ops_ratio"):
+        assert name in FEATURE_NAMES
+
+
+def test_a_dot_product_along_contiguous_rows_vectorises_and_waits_on_its_accumulator() -> None:
+    # for i: O[i] = 0; for k in 64: O[i] = O[i] + A[i*64 + k] * B[k]
+    update = ir.BufferStore(O, O[I] + A[I * 64 + K] * B[K], (I,))
+    body = loop(I, 4, ir.seq(ir.BufferStore(O, ir.const(0.0), (I,)), loop(K, 64, update)))
+    # the update: 16 lanes; issue (2 ops x 0.5 + 2 moving loads x 0.5 + a store) / 16 + a loop step / 16
+    # = 0.25 cycles, but O[i] in memory takes 6 cycles per update over 16 lanes: 0.375, 256 times;
+    # the init: a loop of 4 stores, which LLVM unrolls whole: 4 scalar stores of a cycle each
+    assert compute_cycles(body) == pytest.approx(0.375 * 256 + 4 * 1.0)
+    x = features(ir.Func("f", (A, B, O), body), PLAN, target=TARGET)
+    assert x["vector_op_frac"] == 1.0 and x["latency_bound_frac"] == pytest.approx(96 / 100)
+
+
+def test_a_strided_read_keeps_it_on_one_lane() -> None:
+    # B[k * 2]: two elements per step of k, a gather: one lane, 3 loads, the chain of 6 cycles wins
+    update = ir.BufferStore(O, O[I] + A[I * 64 + K] * B[K * 2], (I,))
+    body = loop(I, 4, loop(K, 64, update))
+    assert compute_cycles(body) == pytest.approx(6.0 * 256)
+    x = features(ir.Func("f", (A, B, O), body), PLAN, target=TARGET)
+    assert x["vector_op_frac"] == 0.0
+
+
+def test_a_register_tile_unrolled_inside_the_reduction_is_free_to_access() -> None:
+    # acc (local, 2): for k in 64: for j in unroll(2): acc[j] = acc[j] + A[k] * B[j*64 + k]
+    data = ir.Var("acc_data", "handle")
+    acc = ir.decl_buffer("acc", (2,), data=data, scope=ir.REGISTER_SCOPE)
+    update = ir.BufferStore(acc, acc[J] + A[K] * B[J * 64 + K], (J,))
+    nest = loop(K, 64, loop(J, 2, update, "unroll"))
+    body = ir.Allocate(data, "float32", (ir.const(2),), ir.DeclBuffer(acc, nest), (("scope", "local"),))
+    # issue (2 ops x 0.5 + 2 loads x 0.5) / 16 + a loop step / (16 x 2 unrolled) = 0.15625;
+    # the chain: 4 cycles over 2 accumulators x 16 lanes = 0.125; 128 updates
+    assert compute_cycles(body) == pytest.approx(0.15625 * 128)
+
+
+def test_a_parallel_loop_divides_by_the_cores_it_fills() -> None:
+    update = ir.BufferStore(O, A[I], (I,))
+    # 3 iterations on 2 cores: the slower core runs 2 of them (speed-up 1.5)
+    for extent, speedup in ((4, 2.0), (3, 1.5), (1, 1.0)):
+        serial = compute_cycles(loop(I, extent, update, "serial"))
+        assert compute_cycles(loop(I, extent, update, "parallel")) == pytest.approx(serial / speedup)
+
+
+def test_memory_time_and_the_parallel_share() -> None:
+    none = roofline([], [75.0, 25.0, 20.0], lanes=16, cores=2)
+    assert none["log2_memory_ns"] == pytest.approx(math.log2(1.0 + 3.0))  # one ns per level
+    assert none["log2_estimate_ns"] == pytest.approx(math.log2(1.0 + 3.0))
+    assert none["vector_op_frac"] == 0.0

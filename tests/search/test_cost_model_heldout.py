@@ -1,0 +1,96 @@
+"""experiments/cost_model_heldout.py's evaluation on tiny synthetic logs: which trials each model
+is fitted on, which it predicts, and the figures report.md's function makes of them."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+
+from autotune.search.cost_model import CostModel, spearman
+
+SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "cost_model_heldout.py"
+
+
+@pytest.fixture(scope="module")
+def heldout() -> Any:
+    spec = importlib.util.spec_from_file_location("cost_model_heldout", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+class Echo(CostModel):
+    """Predicts a row's first column once fitted on a row or more; remembers each fit's row count."""
+
+    name = "echo"
+    min_samples = 1
+    fits: ClassVar[list[int]] = []
+
+    def fit(self, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None = None) -> None:
+        self.n = len(y)
+        Echo.fits.append(len(y))
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return X[:, 0].astype(float) if self.ready else np.full(len(X), np.nan)
+
+    @property
+    def ready(self) -> bool:
+        return getattr(self, "n", 0) >= 1
+
+    @property
+    def predicts_ms(self) -> bool:
+        return True
+
+
+def log(heldout: Any, key: str, rounds: list[list[tuple[str, float, float]]]) -> Any:
+    """A log of ``(status, feature x, median ms)`` trials per round."""
+    trials, n = [], 0
+    for r, trials_of_round in enumerate(rounds):
+        for status, x, ms in trials_of_round:
+            trials.append(heldout.Trial(n, r, status, ms, None, {"x": x}))
+            n += 1
+    return heldout.Log(key, key, tuple(trials), 0)
+
+
+def test_prequential_fits_on_earlier_rounds_and_scores_like_the_report(heldout: Any) -> None:
+    rounds = [
+        [("ok", 9.0, 5.0), ("ok", 1.0, 1.0)],  # nothing fitted yet: not predicted
+        [("ok", 1.0, 1.0), ("ok", 2.0, 3.0), ("cutoff", 9.0, 50.0)],
+        [("ok", 3.0, 2.0), ("ok", 4.0, 4.0)],
+    ]
+    variant = heldout.Variant(lambda seed: Echo(seed), ("x",), "echo")
+    Echo.fits = []
+    quality = heldout.prequential(log(heldout, "a", rounds), variant)
+    assert Echo.fits == [0, 2, 5]  # before each round, every timed trial of the rounds before it
+    assert quality["trials"] == 4.0  # the ok trials of rounds 1 and 2
+    assert quality["spearman"] == pytest.approx(spearman([1, 2, 3, 4], [1, 3, 2, 4]))  # 0.8
+    assert quality["recall"] == 1.0 and quality["k"] == 1.0
+
+
+def test_leave_one_workload_out_fits_on_the_other_workloads_only(heldout: Any) -> None:
+    a1 = log(heldout, "a", [[("ok", 1.0, 1.0), ("ok", 2.0, 2.0), ("ok", 3.0, 4.0)]])
+    a2 = log(heldout, "a", [[("ok", 1.0, 1.0)]])
+    b = log(heldout, "b", [[("ok", 1.0, 1.0), ("cutoff", 2.0, 9.0)]])
+    variant = heldout.Variant(lambda seed: Echo(seed), ("x",), "echo")
+    Echo.fits = []
+    assert heldout.leave_one_out([a1, a2, b], 0, variant) == pytest.approx(1.0)
+    assert Echo.fits == [2]  # b's timed trials, not a2's (the same workload)
+    assert math.isnan(heldout.leave_one_out([a1, a2, b], 2, variant))  # b has 1 ok trial: no figure
+
+
+def test_the_table_counts_the_logs_at_or_above_the_goal(heldout: Any) -> None:
+    row = {
+        "log": "x/y", "workload": "y", "ok": 10, "skipped": 0, "logged": None, "estimate": 0.5,
+        "after": {"prequential": {"spearman": 0.7, "recall": 0.5, "trials": 8.0}, "leave_one_out": 0.2},
+    }  # fmt: skip
+    lines = heldout.table([row], ["after"])
+    assert lines[2] == "| x/y | y | 10 | 0 | - | 0.50 | 0.70 (8) | 0.50 | 0.20 |"
+    assert "(1 of 1 >= 0.6)" in lines[3]
