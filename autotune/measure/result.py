@@ -11,8 +11,9 @@ from ..errors import MeasureError
 __all__ = ["STATUSES", "TIMED_STATUSES", "MeasureResult"]
 
 STATUSES = ("ok", "cutoff", "wrong", "crashed", "timeout", "error")
-"""``ok``: correct and timed; ``cutoff``: correct, and its first timed run was slower than the
-task's ``cutoff_ms``, so it was timed that once (its figures are that run; the reason in ``error``;
+"""``ok``: correct and timed; ``cutoff``: correct, and the fastest of its first few timed runs
+was slower than the task's ``cutoff_ms``, so it was timed no further (its figures are those runs;
+the reason in ``error``;
 never ``ok``, so never a best); ``wrong``: differs from the reference (not timed);
 ``crashed``: the worker process died (exit code in ``error``); ``timeout``: it
 did not finish in time; ``error``: the kernel could not be built (reason in ``error``)."""
@@ -39,7 +40,7 @@ class MeasureResult:
     """What measuring one kernel gave.
 
     Times are milliseconds over ``repeats`` timed runs (None unless ``ok`` or ``cutoff``; a
-    ``cutoff`` result has one run); ``max_abs_err`` is the largest ``|output - reference|`` (None
+    ``cutoff`` result has its first few runs only); ``max_abs_err`` is the largest ``|output - reference|`` (None
     if not checked, NaN if an output held NaN); ``compile_s`` is the build's compile time;
     ``workspace_bytes`` the bytes reserved for allocations; ``error`` the reason
     and traceback text of a failure, or why a ``cutoff`` result stopped ("" when ``ok``);

@@ -103,9 +103,8 @@ def measure(
         timing = time_candidate(run, warmup, repeats, cutoff_ms, retime_noise, time_budget_s)
     figures = (prepared.max_abs_err, timing.median_ms, timing.min_ms, timing.iqr_ms, timing.runs)
     if timing.stopped:
-        reason = (
-            f"first timed run {timing.median_ms:.4g} ms over the cutoff {cutoff_ms:g} ms; timed no further"
-        )
+        runs = f"{timing.runs} timed runs" if timing.runs > 1 else "timed run"
+        reason = f"fastest of the first {runs} {timing.min_ms:.4g} ms over the cutoff {cutoff_ms:g} ms; timed no further"
         return MeasureResult("cutoff", *figures, error=reason, **prepared.fields)
     return MeasureResult("ok", *figures, retimed=timing.retimed, **prepared.fields)
 

@@ -68,9 +68,10 @@ class MeasureTask:
 
     ``cutoff_ms`` (None: every candidate is timed in full) lets a clearly slow candidate stop
     early. When set, in milliseconds, the candidate is built, run once and checked against the
-    reference as always; then, after the warm-up, its first timed run is compared with
-    ``cutoff_ms``: if the run took longer, timing stops there and the result has status
-    ``cutoff``, with that one run as its figures (``repeats`` 1) and the reason in ``error``. A
+    reference as always; then, after the warm-up, the fastest of its first
+    :data:`~autotune.measure.timing.CUTOFF_RUNS` timed runs is compared with ``cutoff_ms``: if
+    even that run took longer, timing stops there and the result has status ``cutoff``, with those
+    runs as its figures and the reason in ``error``. A
     ``cutoff`` result is never ``ok``: it is never re-measured at the end of a run nor chosen as
     the best. A search sets it to a few times the best median measured so far (a candidate slower
     than that is not worth its repeats); :func:`remeasure_tasks` ignores it.

@@ -57,6 +57,7 @@ import numpy as np
 from ..errors import MeasureError
 
 __all__ = [
+    "CUTOFF_RUNS",
     "LockMode",
     "Timing",
     "check_optional_positive",
@@ -174,14 +175,21 @@ def _check_counts(who: str, warmup: int, repeats: int) -> None:
         raise MeasureError(f"{who}: repeats must be an int >= 1, got {repeats!r}")
 
 
+CUTOFF_RUNS = 3
+"""The cutoff judges the fastest of this many first timed runs: a single run is at the mercy of the
+scheduler (on the shared 2-core host one descheduled time slice turned runs of a 5 µs kernel into
+12-16 ms), and three in a row slowed as much are rare."""
+
+
 def time_runs(
     fn: Callable[[], object], warmup: int = 2, repeats: int = 10, cutoff_ms: float | None = None
 ) -> tuple[np.ndarray, bool]:
     """Run ``fn`` ``warmup`` times untimed, then up to ``repeats`` times timed.
 
     Returns the timed runs in milliseconds (each timed by itself with ``time.perf_counter_ns``) and
-    whether the cutoff stopped them: with ``cutoff_ms``, a first timed run longer than it ends
-    the timing after that run (one sample, ``True``). It takes no lock.
+    whether the cutoff stopped them: with ``cutoff_ms``, when the fastest of the first
+    :data:`CUTOFF_RUNS` timed runs (all of them, if ``repeats`` is smaller) is longer than it, the
+    timing ends there (those samples, ``True``). It takes no lock.
     """
     _check_counts("time_runs", warmup, repeats)
     check_optional_positive("time_runs", "cutoff_ms", cutoff_ms)
@@ -193,8 +201,9 @@ def time_runs(
         start = clock()
         fn()
         samples[k] = clock() - start
-        if k == 0 and cutoff_ms is not None and samples[0] / 1e6 > cutoff_ms:
-            return samples[:1] / 1e6, True
+        judged = k + 1 == min(CUTOFF_RUNS, repeats)
+        if judged and cutoff_ms is not None and samples[: k + 1].min() / 1e6 > cutoff_ms:
+            return samples[: k + 1] / 1e6, True
     return samples / 1e6, False
 
 
@@ -212,7 +221,7 @@ def noise(median: float, low: float, iqr: float) -> float:
 
 class Timing(NamedTuple):
     """What :func:`time_candidate` found: the figures in milliseconds, how many timed runs they
-    summarise, whether the cutoff stopped the timing after its first run, and whether the
+    summarise, whether the cutoff stopped the timing after its first runs, and whether the
     candidate was timed a second time because the first timing was noisy."""
 
     median_ms: float
@@ -231,7 +240,7 @@ def time_candidate(
     retime_noise: float | None = None,
     budget_s: float | None = None,
 ) -> Timing:
-    """Time ``fn`` as :func:`time_runs` does (``cutoff_ms`` may stop it after its first timed run);
+    """Time ``fn`` as :func:`time_runs` does (``cutoff_ms`` may stop it after its first timed runs);
     then, with ``retime_noise``, a full timing whose :func:`noise` exceeds it is timed once more
     (warm-up and repeats, no cutoff) and the less noisy of the two timings is kept (``retimed``).
     With ``budget_s``, the seconds all the runs may take, it is re-timed only if the first

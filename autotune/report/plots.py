@@ -51,7 +51,7 @@ def _unit(ok: pd.DataFrame) -> tuple[str, float]:
 
 def plot_convergence(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
     """Each ``ok`` trial's median latency by trial number, the best so far as a step line, each
-    ``cutoff`` trial's one run as a hollow marker, and a tick along the bottom for every trial that
+    ``cutoff`` trial's first runs as a hollow marker, and a tick along the bottom for every trial that
     has no latency."""
     fig = _figure()
     ax = fig.add_subplot(1, 1, 1)
@@ -66,7 +66,7 @@ def plot_convergence(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
     cut = ordered[(ordered["status"] == "cutoff") & ordered["median_ms"].notna()]
     if not cut.empty:  # stopped after one slow run: that run's time
         ax.scatter(cut["trial"], cut["median_ms"] / scale, s=16, facecolors="none", edgecolors="C0",
-                   label="cutoff (one run)", zorder=3)  # fmt: skip
+                   label="cutoff (first runs)", zorder=3)  # fmt: skip
     for status, (marker, colour) in _FAILED.items():
         rows = ordered[ordered["status"] == status]
         if not rows.empty:

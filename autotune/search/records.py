@@ -36,9 +36,9 @@ __all__ = [
 ]  # fmt: skip
 
 TRIAL_STATUSES = ("ok", "cutoff", "infeasible", "invalid", "wrong", "timeout", "crashed", "error")
-"""``ok``: correct and timed; ``cutoff``: correct, but its first timed run was over the
-measurement's ``cutoff_ms`` (:class:`~autotune.measure.task.MeasureTask`), so it was timed only
-that once (its times are that run's; never ``ok``, so never re-measured or the best);
+"""``ok``: correct and timed; ``cutoff``: correct, but the fastest of its first timed runs was over the
+measurement's ``cutoff_ms`` (:class:`~autotune.measure.task.MeasureTask`), so it was timed no
+further (its times are those runs'; never ``ok``, so never re-measured or the best);
 ``infeasible``: does not fit the memory pools (not
 measured); ``invalid``: the knobs give no schedule (a ScheduleError); ``wrong``:
 differs from the reference; ``timeout``/``crashed``: the worker hung or died;
@@ -108,7 +108,7 @@ class TrialRecord:
     ``trial`` numbers trials from 0 in proposal order; ``round`` is the batch
     it was proposed in. ``knobs`` are the sampled ``(name, JSON scalar)``
     pairs; ``reason`` is the failure's text, or why a ``cutoff`` trial stopped ("" when ``ok``).
-    Times are milliseconds (``ok``, and ``cutoff``: its one run); ``max_abs_err`` may be NaN or
+    Times are milliseconds (``ok``, and ``cutoff``: its first runs); ``max_abs_err`` may be NaN or
     infinite (it is written as JSON ``NaN``/``Infinity``). ``peak_bytes`` is the planned peak
     workspace and ``pool_bytes`` the bytes used per pool; ``predicted_ms`` the
     cost model's guess; ``node`` where it ran; ``trace`` the schedule's trace JSON.

@@ -1,5 +1,5 @@
-"""Cheaper, steadier timings: a cutoff stops a slow candidate after its first timed run (checked
-all the same), and a noisy timing is timed once more, keeping the steadier of the two.
+"""Cheaper, steadier timings: a cutoff stops a slow candidate after its first timed runs (checked
+all the same; judged on the fastest of them), and a noisy timing is timed once more, keeping the steadier of the two.
 
 Runs are made slow or fast with ``time.sleep`` (a lower bound on a run's time) and no-ops, so
 the outcomes do not depend on how busy the machine is; nothing asserts how long anything takes.
@@ -17,7 +17,7 @@ from measure_funcs import N, axpy, axpy_reference
 from autotune.errors import MeasureError
 from autotune.measure import measure
 from autotune.measure.task import MeasureTask
-from autotune.measure.timing import noise, time_candidate, time_runs
+from autotune.measure.timing import CUTOFF_RUNS, noise, time_candidate, time_runs
 
 SLOW_S = 0.02  # a run that sleeps this long takes at least 20 ms
 
@@ -35,11 +35,25 @@ class Runs:
             time.sleep(seconds)
 
 
-def test_a_first_timed_run_over_the_cutoff_ends_the_timing() -> None:
+def test_first_timed_runs_all_over_the_cutoff_end_the_timing() -> None:
     fn = Runs(lambda k: SLOW_S)
     samples, stopped = time_runs(fn, warmup=2, repeats=10, cutoff_ms=1.0)
-    assert stopped and len(samples) == 1 and samples[0] >= SLOW_S * 1000
-    assert fn.calls == 3  # the warm-up runs, then one timed run
+    assert CUTOFF_RUNS == 3
+    assert stopped and len(samples) == CUTOFF_RUNS and samples.min() >= SLOW_S * 1000
+    assert fn.calls == 2 + CUTOFF_RUNS  # the warm-up runs, then the judged timed runs
+
+
+def test_one_slow_first_run_does_not_stop_the_timing() -> None:
+    """A first run slowed by the scheduler: the fastest of the judged runs is under the cutoff."""
+    fn = Runs(lambda k: SLOW_S if k == 1 else 0)  # the warm-up, then a slow first timed run
+    samples, stopped = time_runs(fn, warmup=1, repeats=6, cutoff_ms=SLOW_S * 1000 / 2)
+    assert not stopped and len(samples) == 6 and samples[0] >= SLOW_S * 1000
+
+
+def test_fewer_repeats_than_judged_runs_are_judged_all() -> None:
+    fn = Runs(lambda k: SLOW_S)
+    samples, stopped = time_runs(fn, warmup=0, repeats=2, cutoff_ms=1.0)
+    assert stopped and len(samples) == 2 and fn.calls == 2
 
 
 def test_under_the_cutoff_every_repeat_runs() -> None:
@@ -50,11 +64,12 @@ def test_under_the_cutoff_every_repeat_runs() -> None:
     assert not stopped and len(samples) == 2
 
 
-def test_only_the_first_timed_run_is_compared_with_the_cutoff() -> None:
-    """Warm-up runs are not timed, and a later slow run does not stop the timing."""
-    fn = Runs(lambda k: SLOW_S if k in (0, 2) else 0)  # a slow warm-up, a slow second timed run
-    samples, stopped = time_runs(fn, warmup=1, repeats=4, cutoff_ms=SLOW_S * 1000 / 2)
-    assert not stopped and len(samples) == 4 and samples[1] >= SLOW_S * 1000
+def test_only_the_first_timed_runs_are_compared_with_the_cutoff() -> None:
+    """Warm-up runs are not timed, and slow runs after the judged ones do not stop the timing."""
+    slow = {0, *range(1 + CUTOFF_RUNS, 1 + CUTOFF_RUNS + 2)}  # a slow warm-up, slow runs after the judged ones
+    fn = Runs(lambda k: SLOW_S if k in slow else 0)
+    samples, stopped = time_runs(fn, warmup=1, repeats=CUTOFF_RUNS + 3, cutoff_ms=SLOW_S * 1000 / 2)
+    assert not stopped and len(samples) == CUTOFF_RUNS + 3 and samples[CUTOFF_RUNS] >= SLOW_S * 1000
 
 
 def test_a_noisy_timing_is_timed_again_and_the_steadier_one_kept() -> None:
@@ -75,7 +90,7 @@ def test_a_steady_timing_or_a_stopped_one_is_not_timed_again() -> None:
     assert not time_candidate(fn, warmup=0, repeats=4).retimed and fn.calls == 4  # no threshold
     fn = Runs(lambda k: SLOW_S)
     timing = time_candidate(fn, warmup=0, repeats=4, cutoff_ms=1.0, retime_noise=1e-9)
-    assert timing.stopped and not timing.retimed and timing.runs == 1 and fn.calls == 1
+    assert timing.stopped and not timing.retimed and timing.runs == CUTOFF_RUNS and fn.calls == CUTOFF_RUNS
 
 
 def test_a_retime_that_would_not_fit_the_budget_is_skipped() -> None:
@@ -102,12 +117,14 @@ def _inputs() -> list[np.ndarray]:
 
 
 @pytest.mark.slow
-def test_a_kernel_over_the_cutoff_is_checked_timed_once_and_not_ok() -> None:
+def test_a_kernel_over_the_cutoff_is_checked_timed_in_its_first_runs_and_not_ok() -> None:
     result = measure(axpy(), axpy_reference, _inputs(), warmup=1, repeats=5, cutoff_ms=1e-9)
     assert result.status == "cutoff" and not result.ok, result.error
     assert result.max_abs_err == 0.0  # checked against the reference like every candidate
-    assert result.repeats == 1 and result.median_ms == result.min_ms and result.iqr_ms == 0.0
-    assert result.error.startswith(f"first timed run {result.median_ms:.4g} ms over the cutoff 1e-09 ms")
+    assert result.repeats == CUTOFF_RUNS and result.min_ms <= result.median_ms
+    assert result.error.startswith(
+        f"fastest of the first {CUTOFF_RUNS} timed runs {result.min_ms:.4g} ms over the cutoff 1e-09 ms"
+    )
     assert not result.retimed
 
 

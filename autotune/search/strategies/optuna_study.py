@@ -12,7 +12,7 @@ Every trial of the log is a ``COMPLETE`` Optuna trial with a value and one const
 (``trial.user_attrs["constraint"]``, read by the sampler's ``constraints_func``; <= 0 is feasible):
 
 - ``ok``: value = median ms, constraint = ``(peak - peak_limit) / peak_limit`` (0 without a limit);
-- ``cutoff`` (a slow candidate timed once): value = that run's ms, constraint as ``ok``;
+- ``cutoff`` (a slow candidate timed only its first runs): value = their median ms, constraint as ``ok``;
 - ``infeasible``: value = :data:`PENALTY_MS`, constraint = the relative excess over
   ``peak_limit`` or over the fullest pool (> 0);
 - ``invalid``, ``wrong``, ``crashed``, ``timeout``, ``error``: value = :data:`PENALTY_MS`,
@@ -41,7 +41,7 @@ With ``search.storage`` (:mod:`.optuna_storage`) the strategy also keeps a copy 
 Optuna trial per logged trial (:func:`stored_trial`), in a study that optuna-dashboard opens:
 
 - ``ok``: ``COMPLETE`` with its median ms as the value (``nsga2``: and its peak bytes);
-- ``cutoff``: ``PRUNED`` (stopped after one slow timed run, whose ms is its intermediate value at step 0);
+- ``cutoff``: ``PRUNED`` (stopped after its first slow timed runs, whose median ms is its intermediate value at step 0);
 - ``infeasible``: ``PRUNED`` (over ``peak_limit`` or a pool: never compiled);
 - ``invalid``, ``wrong``, ``timeout``, ``crashed``, ``error``: ``FAIL``.
 
@@ -97,7 +97,7 @@ def constraint_of(record: TrialRecord, excess: float | None = None) -> float:
 
 
 def _timed(record: TrialRecord) -> bool:
-    """``ok``, or ``cutoff`` (a feasible candidate stopped after one slow run): it has a latency."""
+    """``ok``, or ``cutoff`` (a feasible candidate stopped after its first slow runs): it has a latency."""
     return record.status in ("ok", "cutoff") and record.median_ms is not None
 
 
