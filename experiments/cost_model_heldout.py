@@ -3,8 +3,9 @@
     .venv/bin/python experiments/cost_model_heldout.py [--logs results/generality/mlp ...]
         [--variants before after] [--cache DIR] [--output results]
 
-Every log of ``results/builtins_64/*``, ``results/generality/*`` and ``results/sample_efficiency_runs/**``
-(or ``--logs``) is read with the current code: each timed trial (``ok`` or ``cutoff``: what the tuner
+Every log of a finished run (one with a ``best.json``) under ``results/builtins_64/*``,
+``results/generality/*`` and ``results/sample_efficiency_runs/**`` (or ``--logs``) is read with the
+current code: each timed trial (``ok`` or ``cutoff``: what the tuner
 fits its model on) is replayed on the run's workload, lowered with its pools, planner and seed as
 the tuner lowered it, and turned into features (:mod:`autotune.search.cost_model_train`). Lowered
 programs and features are cached under ``--cache`` (keyed by the log's bytes and the source of
@@ -130,7 +131,8 @@ def _lowered(path: Path, setup: ct.RunSetup, records: list[Any], cache: Path) ->
 def load_log(path: Path, cache: Path) -> Log:
     """A log's timed trials with their features (computed by the current code, or cached)."""
     label = path.parent.relative_to(REPO / "results").as_posix() if path.is_relative_to(REPO) else str(path)
-    key = hashlib.sha256(path.read_bytes() + _source_hash(True).encode()).hexdigest()[:20]
+    mine = Path(__file__).read_bytes()  # the fields cached
+    key = hashlib.sha256(path.read_bytes() + _source_hash(True).encode() + mine).hexdigest()[:20]
     file = cache / f"features-{key}.json"
     if file.is_file():
         doc = json.loads(file.read_text(encoding="utf-8"))
@@ -153,13 +155,14 @@ def load_log(path: Path, cache: Path) -> Log:
 
 
 def find_logs(patterns: Sequence[str]) -> list[Path]:
+    """The ``trials.jsonl`` of the finished runs (with a ``best.json``) that the patterns name."""
     found: set[Path] = set()
     for pattern in patterns:
         p = Path(pattern)
         if p.is_dir():
             p = p / "trials.jsonl"
         found.update([p.resolve()] if p.is_file() else REPO.glob(pattern))
-    return sorted(found)
+    return sorted(f for f in found if (f.parent / "best.json").is_file())
 
 
 # ---------------------------------------------------------------- the models
@@ -294,8 +297,8 @@ def table(rows: Sequence[dict[str, Any]], variants: Sequence[str]) -> list[str]:
         head += [f"{v}: prequential (n)", f"{v}: top-k recall", f"{v}: leave one workload out"]
     lines = ["| " + " | ".join(head) + " |", "| --- | --- | " + " | ".join("---:" for _ in head[2:]) + " |"]
     for row in rows:
-        cells = [row["log"], row["workload"], str(row["ok"]), str(row["skipped"]), _f(_q(row["logged"])),
-                 _f(row["estimate"])]  # fmt: skip
+        cells = [row["log"], row["workload"], str(row["ok"]), str(row["skipped"]),
+                 _f(_q(row["logged"])), _f(row["estimate"])]  # fmt: skip
         for v in variants:
             pq = row[v]["prequential"]
             n = "" if pq is None else f" ({int(pq['trials'])})"
@@ -311,6 +314,21 @@ def table(rows: Sequence[dict[str, Any]], variants: Sequence[str]) -> list[str]:
             _f(_median([r[v]["leave_one_out"] for r in rows])),
         ]
     lines.append("| " + " | ".join(summary) + " |")
+    return lines
+
+
+def before_after(rows: Sequence[dict[str, Any]], before: str = "before", after: str = "after") -> list[str]:
+    """The prequential Spearman (report.md's figure) and leave-one-workload-out of two variants."""
+    lines = [
+        f"| log | {before}: prequential | {after}: prequential | {before}: leave one out | {after}: leave one out |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for row in rows:
+        cells = [_f(_q(row[before]["prequential"])), _f(_q(row[after]["prequential"])),
+                 _f(row[before]["leave_one_out"]), _f(row[after]["leave_one_out"])]  # fmt: skip
+        lines.append(f"| {row['log']} | " + " | ".join(cells) + " |")
+    counts = [sum(1 for r in rows if (_q(r[v]["prequential"]) or -1.0) >= 0.6) for v in (before, after)]
+    lines.append(f"| **at or above 0.6** | {counts[0]} of {len(rows)} | {counts[1]} of {len(rows)} | | |")
     return lines
 
 
@@ -356,9 +374,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "and measured latency by report.md's function (`autotune.report.analysis.cost_model_quality`), "
         "(n) the trials predicted. *leave one workload out*: fitted on the logs of every other "
         "workload. *logged*: report.md's figure from the run's recorded predictions. *estimate alone*: "
-        "Spearman of the analytic estimate (`log2_estimate_ns`).", "",
+        "Spearman of the analytic estimate (`log2_estimate_ns`) over all ok trials.", "",
         *(f"- `{name}`: {VARIANTS[name].about} ({len(VARIANTS[name].names)} features)" for name in args.variants),
-        "", *table(rows, args.variants), "",
+        "", *([*before_after(rows), ""] if {"before", "after"} <= set(args.variants) else []),
+        "Every variant:", "", *table(rows, args.variants), "",
     ]  # fmt: skip
     payload = {"command": command, "date": date, "machine": host, "variants": args.variants, "logs": rows}
     args.output.mkdir(parents=True, exist_ok=True)

@@ -16,12 +16,13 @@ Models are registered by name, so the YAML says ``cost_model: xgboost`` (or
 - ``"xgboost"`` (:class:`XGBoostModel`): log latency = a line of the roofline estimate (feature
   ``log2_estimate_ns``, :func:`~autotune.search.features_estimate.roofline`) + boosted trees on
   the features for what the estimate misses (:class:`Settings`). The line's slope is fitted with
-  a prior of 4 trials' worth at slope 1 and its intercept is the median, so a few trials timed
+  a prior of 16 trials' worth at slope 1 and its intercept is the median, so a few trials timed
   far off (a busy machine) pull it little; the trees (100 of depth 2, eta 0.1, pseudo-Huber loss,
   32 histogram bins, one thread) fit what the line leaves, and their correction counts
   ``n / (n + 30)`` after ``n`` trials: with the 8 to 16 trials of a run's first rounds the model
   ranks mostly by the estimate, and the trials take over as they add up. Each workload has its
-  own intercept, so a model trained on several workloads' logs ranks a new one's candidates.
+  own intercept; a model trained on several workloads' logs ranks a new one's candidates by the
+  estimate's line with the slope fitted there, its trees counting once the run's trials are fitted.
   Needs 4 trials; predicts milliseconds once fitted on one run's trials (which the tuner records
   and report.md scores). Measured on the logs of earlier runs, each trial predicted by the model
   fitted on the rounds before it: ``results/cost_model_heldout.md``. :class:`Settings` also
@@ -158,15 +159,23 @@ class Settings:
     prior: str | None = "log2_estimate_ns"
     """The feature (a log2 time estimate) whose line is the regression's starting point; None: each
     workload's typical log latency alone."""
-    prior_weight: float = 4.0
+    prior_weight: float = 16.0
     """How many trials' worth of belief the line's slope starts with at 1 (the estimate taken as
     it is): the slope fitted on ``n`` trials moves from 1 towards theirs as they add up."""
     tree_trials: float = 30.0
-    """The trees' correction counts ``n / (n + tree_trials)`` after a fit on ``n`` trials: the
-    blend of estimate and trees leans on the estimate while the trials are few (0: trees in full)."""
+    """The trees' correction counts ``n / (n + tree_trials)`` after a fit on ``n`` trials of the
+    workload ranked: the blend of estimate and trees leans on the estimate while the trials are
+    few, and a model fitted on other workloads ranks a new one by the estimate's line alone until
+    it is fitted on the run's trials (0: trees in full)."""
     huber: float = 1.0
     """Above 0: the trees fit log latency with the pseudo-Huber loss of this slope, and the line's
     intercept is the median, so that a few trials timed far off (a busy machine) pull little."""
+
+
+def _tree_share(n: int, tree_trials: float) -> float:
+    """How much the trees' correction counts after a fit on ``n`` trials of the workload ranked
+    (0 for a model fitted on other workloads: their trees fit what the estimate missed there)."""
+    return 1.0 if tree_trials <= 0 else n / (n + tree_trials)
 
 
 def _prior_line(p: np.ndarray, z: np.ndarray, weight: float) -> tuple[float, float]:
@@ -216,7 +225,11 @@ class XGBoostModel(CostModel):
         self._model: Any = None
         self._line: tuple[float, float] | None = None  # log(ms) = a + b * (prior or score)
         self._single = False
-        self._weight = 1.0  # of the trees' correction
+        self._weight = self._share(0)  # a file's trees: of other workloads
+
+    def _share(self, n: int) -> float:
+        """:func:`_tree_share` with a prior; without one the trees are the whole model."""
+        return _tree_share(n, self.settings.tree_trials) if self._prior is not None else 1.0
 
     def _margin_feature(self, X: np.ndarray) -> np.ndarray:
         """The prior's estimate (natural log); zeros without a prior, or for rows of other columns."""
@@ -267,7 +280,7 @@ class XGBoostModel(CostModel):
         margin = offsets[qid] + slope * p
         data = xgboost.DMatrix(X, label=z, base_margin=margin, nthread=1)
         self._model = xgboost.train(params, data, num_boost_round=s.rounds, xgb_model=self._base)
-        self._slope, self._weight = slope, len(y) / (len(y) + s.tree_trials)
+        self._slope, self._weight = slope, self._share(len(y) if self._single else 0)
         if self._single:
             self._line = (float(offsets[0]), float(slope))
 

@@ -94,3 +94,19 @@ def test_the_table_counts_the_logs_at_or_above_the_goal(heldout: Any) -> None:
     lines = heldout.table([row], ["after"])
     assert lines[2] == "| x/y | y | 10 | 0 | - | 0.50 | 0.70 (8) | 0.50 | 0.20 |"
     assert "(1 of 1 >= 0.6)" in lines[3]
+
+
+def test_before_and_after_side_by_side(heldout: Any) -> None:
+    def variant(spearman: float | None, loo: float) -> dict[str, Any]:
+        return {"prequential": None if spearman is None else {"spearman": spearman}, "leave_one_out": loo}
+
+    rows = [
+        {"log": "a", "before": variant(0.5, 0.1), "after": variant(0.65, 0.3)},
+        {"log": "b", "before": variant(None, math.nan), "after": variant(0.6, 0.2)},
+    ]
+    lines = heldout.before_after(rows)
+    assert lines[2:] == [
+        "| a | 0.50 | 0.65 | 0.10 | 0.30 |",
+        "| b | - | 0.60 | - | 0.20 |",
+        "| **at or above 0.6** | 0 of 2 | 2 of 2 | | |",
+    ]
