@@ -12,18 +12,20 @@ function in the kernel's module, called where the loop stood::
                                                      for x_0 in range(56): ...
 
 Its arguments are the arrays the nest accesses (each a 1-d or N-d C-contiguous
-array, by the name the kernel already gives it) and the enclosing loop variables
-it uses (``int64``). The signature is explicit, so numba compiles the function
+array, by the name the kernel already gives it; a banked buffer, such as the two
+slots of a double buffer, as its tuple of banks, ``UniTuple(float32[::1], 2)``)
+and the enclosing loop variables it uses (``int64``). The signature is explicit, so numba compiles the function
 when the module is imported, which :func:`autotune.codegen.build` does with the
 function's vectoriser set; the kernel, compiled later with its own, links the
 compiled function in. What the nest may not do, each a :class:`CodegenError`:
-hold a parallel loop (it runs on the calling thread), access a banked buffer
-(a tuple of arrays), or declare storage of its own other than ``local`` registers.
+hold a parallel loop (it runs on the calling thread) or declare storage of its own
+other than ``local`` registers.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import prod
 
 from .. import ir
 from ..errors import CodegenError
@@ -44,9 +46,12 @@ class Outlined:
     lines: tuple[str, ...]
 
 
-def _array_type(buf: ir.Buffer) -> str:
-    ndim = len(buf.shape)
-    return f"{buf.dtype}[{', '.join([':'] * (ndim - 1) + ['::1'])}]"
+def _array_type(buf: ir.Buffer, split: int = 0) -> str:
+    """The numba type of ``buf``'s argument: a C-contiguous array, or for a buffer banked at
+    ``split`` the tuple of its banks, each an array of the dimensions after ``split``."""
+    ndim = len(buf.shape) - split
+    array = f"{buf.dtype}[{', '.join([':'] * (ndim - 1) + ['::1'])}]"
+    return f"UniTuple({array}, {prod(buf.const_shape()[:split])})" if split else array
 
 
 def outlined_args(nest: ir.For, exprs: ExprWriter, names: Names) -> tuple[list[str], list[str]]:
@@ -79,11 +84,9 @@ def outlined_args(nest: ir.For, exprs: ExprWriter, names: Names) -> tuple[list[s
         if buf not in exprs.decls:
             raise CodegenError(f"codegen: buffer {buf.name} is used outside its declaration")
         name, split = exprs.decls[buf]
-        if split:
-            raise CodegenError(f"codegen: outlined loop '{loop}' accesses the banked buffer {buf.name}")
         if name not in args:
             args.append(name)
-            types.append(_array_type(buf))
+            types.append(_array_type(buf, split))
     bound = {f.loop_var for f in ir.collect(nest, ir.For)}
     data = {b.data for b in (*exprs.decls, *exprs.registers)} | inner
     for var in sorted(ir.free_vars(nest) - bound - data, key=names.var):

@@ -182,37 +182,35 @@ def test_set_vectorizer_refuses_an_outlined_reduction_loop():
         pools().set_vectorizer("slp", loop="rh")
 
 
-def test_outlined_nests_refuse_banks_and_threads_and_take_their_buffers_as_arguments():
+def test_outlined_nests_refuse_threads_and_take_their_buffers_and_banks_as_arguments():
     sch = pools().compute_at("p1", "x_2").set_vectorizer("slp", loop="y_1")
     # p1 is used only inside y_1's nest: it is allocated above it and passed in
     # (the code generator refused "outlined loop 'y_1' declares buffer p1")
     text = generate_source(lower(sch.func).func).text
     assert "pools_y_1(x_flat, p1_data, p2_flat)\n" in text
     np.testing.assert_allclose(outputs(sch, X)[0], POOLS_REF)
-    with refused(
-        "transform_layout",
-        "block 'p1' accesses 'p1' inside loop 'y_1', outlined by set_vectorizer: an outlined nest cannot take a banked buffer",
-    ):
-        sch.transform_layout("p1", "p1", lambda n, y, x, c: [n, y, AXIS_SEPARATOR, x, c])
+    # a banked buffer is passed as its tuple of banks: one per row of p1's tile (4 rows)
+    banked = sch.transform_layout("p1", "p1", lambda n, y, x, c: [n, y, AXIS_SEPARATOR, x, c])
+    text = generate_source(lower(banked.func).func).text
+    assert '"void(float32[::1], UniTuple(float32[::1], 4), float32[::1])"' in text, text
+    assert "pools_y_1(x_flat, p1, p2_flat)\n" in text
+    np.testing.assert_allclose(outputs(banked, X)[0], POOLS_REF)
     with refused("parallel", "loop 'c_1' is in the nest of loop 'y_1', outlined by set_vectorizer: an outlined nest runs on one thread"):
         sch.parallel("c_1")
 
 
-def test_double_buffers_and_outlined_nests_exclude_each_other():
-    # the two slots of a double buffer reach the kernel as a tuple of arrays: the code generator refused
-    # "outlined loop 'io' accesses the banked buffer B_global"
-    with refused(
-        "double_buffer",
-        "block 'B_global' accesses 'B_global' inside loop 'io', outlined by set_vectorizer: an outlined nest cannot take "
-        "the two slots of a double buffer",
-    ):
-        staged().set_vectorizer("slp", loop="io").double_buffer("B_global")
-    with refused(
-        "set_vectorizer",
-        "loop 'io' cannot be outlined: block 'B_global' accesses 'B_global', which is a double buffer of block 'B_global' "
-        "(a tuple of arrays)",
-    ):
-        staged().double_buffer("B_global").set_vectorizer("slp", loop="io")
+@pytest.mark.parametrize("order", ["outline first", "double buffer first"])
+def test_a_double_buffer_inside_an_outlined_nest_is_passed_as_its_two_slots(order: str):
+    # the two slots of a double buffer reach the outlined function as a tuple of two arrays
+    # (refused before: "an outlined nest cannot take the two slots of a double buffer")
+    if order == "outline first":
+        sch = staged().set_vectorizer("slp", loop="io").double_buffer("B_global")
+    else:
+        sch = staged().double_buffer("B_global").set_vectorizer("slp", loop="io")
+    text = generate_source(lower(sch.func).func).text
+    assert "UniTuple(float32[::1], 2)" in text, text
+    a = np.arange(16, dtype=np.float32)
+    np.testing.assert_allclose(outputs(sch, a)[0], (a + 1) * 2)
 
 
 def test_reverse_compute_inline_refuses_a_double_buffered_producer():
@@ -260,22 +258,19 @@ def test_decompose_reduction_of_a_double_buffered_block_is_refused():
         sch.decompose_reduction("d", "i0_0")
 
 
-def test_compute_at_refuses_to_move_a_reader_of_banks_into_an_outlined_nest():
+def test_compute_at_moves_a_reader_of_banks_into_an_outlined_nest():
     a = te.placeholder((16,), "float32", name="A")
     b = te.compute((16,), lambda i: a[i] + 1.0, name="B")
     c = te.compute((16,), lambda i: b[i] * 2.0, name="C")
     d = te.compute((16,), lambda i: c[i] - 1.0, name="D")
     sch = Schedule(te.create_func([a], [d], name="chain3")).split("i_2", [None, 4], names=["io", "ii"])
     sch = sch.transform_layout("B", "B", lambda i: [i // 8, AXIS_SEPARATOR, i % 8]).set_vectorizer("slp", loop="io")
-    # accepted before: the code generator refused "outlined loop 'io' accesses the banked buffer B"
-    with refused(
-        "compute_at",
-        "loop 'io' is in the nest of loop 'io', outlined by set_vectorizer, and block 'C' accesses 'B', which is banked "
-        "(a tuple of arrays)",
-    ):
-        sch.compute_at("C", "io")
+    # the outlined function takes B's two banks as a tuple of arrays
+    moved = sch.compute_at("C", "io")
+    assert "UniTuple(float32[::1], 2)" in generate_source(lower(moved.func).func).text
     x = np.arange(16, dtype=np.float32)
     np.testing.assert_allclose(outputs(sch, x)[0], (x + 1) * 2 - 1)
+    np.testing.assert_allclose(outputs(moved, x)[0], (x + 1) * 2 - 1)
 
 
 def test_a_trusted_read_region_wholly_outside_the_buffer_is_refused():

@@ -8,7 +8,7 @@ import pytest
 
 from autotune import te
 from autotune.analysis.chain import analyze_cascade
-from autotune.codegen import build
+from autotune.codegen import build, generate_source
 from autotune.config import SPACES_DIR
 from autotune.lowering import lower
 from autotune.measure import empty_outputs, reference_outputs
@@ -45,7 +45,7 @@ def _conv_conv(size: int = 8, channels: int = 8) -> Workload:
 
 def test_a_stage_reading_a_chain_input_through_its_rows_can_stage_it() -> None:
     """conv1 reads ``data`` through a window of rows: staged at the tile loop when conv1 is there and
-    reads ``data`` itself (no padded copy); double-buffered only without a register tile; its pool a knob."""
+    reads ``data`` itself (no padded copy); double-buffered or not; its pool a knob."""
     wl = _conv_conv()
     assert analyze_cascade(wl.func).stageable == (("conv1", "data"),)  # w1, w2: no rows
     knobs = {k.name: k for k in load_space(SPACES_DIR / "cascade.yaml", wl, POOLS).knobs}
@@ -58,7 +58,7 @@ def test_a_stage_reading_a_chain_input_through_its_rows_can_stage_it() -> None:
     assert knobs["dbuf_conv1_data"] == Knob(
         "dbuf_conv1_data",
         (False, True),
-        (("stage_conv1_data", ("tile",)), ("regtile_conv1", (0,))),
+        (("stage_conv1_data", ("tile",)),),
         "location",
     )
     assert knobs["pool_conv1_data"] == Knob(
@@ -70,7 +70,10 @@ def test_a_stage_reading_a_chain_input_through_its_rows_can_stage_it() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("double", [False, True], ids=["staged", "double_buffered"])
-def test_staged_inputs_hold_a_tiles_rows_in_their_pool_and_equal_numpy(double: bool) -> None:
+@pytest.mark.parametrize("regtile", [0, 2], ids=["no_tile", "register_tile"])
+def test_staged_inputs_hold_a_tiles_rows_in_their_pool_and_equal_numpy(double: bool, regtile: int) -> None:
+    """With a register tile, conv1's nest is compiled as a function of its own (SLP) that takes the
+    double buffer's two slots as a tuple of two arrays."""
     wl = _conv_conv()
     space = load_space(SPACES_DIR / "cascade.yaml", wl, POOLS)
     values = space.default() | {
@@ -80,6 +83,7 @@ def test_staged_inputs_hold_a_tiles_rows_in_their_pool_and_equal_numpy(double: b
         "dbuf_conv1_data": double,
         "pool_conv1_data": "sram",
         "parallel": "outer",
+        "regtile_conv1": regtile,
     }
     lowered = lower(space.apply(wl.func, values).func, pools=POOLS)
     text = str(lowered.func)
@@ -93,6 +97,9 @@ def test_staged_inputs_hold_a_tiles_rows_in_their_pool_and_equal_numpy(double: b
     )
     assert alloc in text
     assert "data_flat[" not in text.split("for y in")[1]  # conv1 reads only the staged copy
+    source = generate_source(lowered.func).text
+    assert ("outlined: conv_conv_" in source) == bool(regtile)
+    assert ("UniTuple(float32[::1], 2)" in source) == (double and bool(regtile)), source
     inputs = wl.make_inputs(0)
     outputs = empty_outputs(lowered.func)
     build(lowered.func, lowered.plan)(*inputs, *outputs)

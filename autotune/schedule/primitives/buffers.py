@@ -284,7 +284,6 @@ def double_buffer(func: ir.Func, block: str) -> Result:
     if ir.ann_get(blk.annotations, ROLLING) is not None:
         raise ScheduleError("double_buffer", f"'{blk.writes[0].buffer.name}' is already a rolling buffer")
     _check_sources_ready(loop, blk)
-    _check_not_outlined(func, buf)
     ann = ir.ann_set(blk.annotations, DOUBLE, loop.loop_var.name)
     return replace_stmt(func, blk, replace(blk, annotations=ann)), ()
 
@@ -303,19 +302,4 @@ def _check_sources_ready(loop: ir.For, blk: ir.Block) -> None:
                     "double_buffer",
                     f"block '{producer.name}' produces '{w.buffer.name}', which '{blk.name}' reads, inside loop "
                     f"'{loop.loop_var.name}': the prefetch of iteration i+1 would read it before it is computed",
-                )
-
-
-def _check_not_outlined(func: ir.Func, buf: ir.Buffer) -> None:
-    """Refuse a double buffer accessed inside a nest outlined by ``set_vectorizer(mode, loop)``: its two
-    slots are two banks, and an outlined function takes plain arrays."""
-    for f in ir.collect(func.body, ir.For):
-        if ir.ann_get(f.annotations, ir.VECTORIZER_ATTR) is None:
-            continue
-        for b in ir.collect(f, ir.Block):
-            if any(r.buffer is buf for r in (*b.reads, *b.writes)):
-                raise ScheduleError(
-                    "double_buffer",
-                    f"block '{b.name}' accesses '{buf.name}' inside loop '{f.loop_var.name}', outlined by set_vectorizer: "
-                    "an outlined nest cannot take the two slots of a double buffer",
                 )

@@ -15,7 +15,6 @@ from ..tree import all_names, block_path, loop_path, readers_of, replace_stmt, r
 from .placement import (
     check_not_into_prefetch,
     check_not_tied_to_a_loop,
-    check_outlined_target,
     check_outside_reduction,
     check_written_before,
     moved_predicate,
@@ -220,7 +219,6 @@ def compute_at(func: ir.Func, block: str, loop: str) -> Result:
             "the elements that consumers' tiles share would be accumulated again; compute_at before decompose_reduction",
         )
     check_not_into_prefetch(func, producer, loop, "compute_at")
-    check_outlined_target(func, producer, loop, "compute_at")
     top = scope_root(path)
     region = _consumed_region(func, producer, buf, target, loop, "compute_at")
     names = _old_loop_names(path, top, producer)
@@ -253,7 +251,6 @@ def reverse_compute_at(func: ir.Func, block: str, loop: str) -> Result:
         check_outside_reduction(func, p, block, loop)
     check_written_before(func, consumer, target, loop)
     check_not_into_prefetch(func, consumer, loop, "reverse_compute_at")
-    check_outlined_target(func, consumer, loop, "reverse_compute_at")
     producer = produced[0]
     buf = next(w.buffer for w in producer.writes if any(r.buffer is w.buffer for r in consumer.reads))
     dims = _read_identity_dims(consumer, buf)

@@ -187,20 +187,6 @@ def _check_not_rolled(func: ir.Func, buf: ir.Buffer) -> None:
             )
 
 
-def _check_not_outlined(func: ir.Func, buf: ir.Buffer) -> None:
-    """Refuse banks for a buffer accessed inside a nest outlined by ``set_vectorizer(mode, loop)``:
-    an outlined function takes plain arrays, and a banked buffer is a tuple of them."""
-    for f in ir.collect(func.body, ir.For):
-        if ir.ann_get(f.annotations, ir.VECTORIZER_ATTR) is None:
-            continue
-        for b in ir.collect(f, ir.Block):
-            if any(r.buffer is buf for r in (*b.reads, *b.writes)):
-                raise ScheduleError(
-                    P, f"block '{b.name}' accesses '{buf.name}' inside loop '{f.loop_var.name}', outlined by set_vectorizer: "
-                    "an outlined nest cannot take a banked buffer"
-                )
-
-
 def transform_layout(func: ir.Func, block: str, buffer: str, index_map: Sequence[Any], padding: bool = True) -> Result:
     """Lay ``buffer`` (accessed by ``block``) out through ``index_map``.
 
@@ -244,8 +230,6 @@ def transform_layout(func: ir.Func, block: str, buffer: str, index_map: Sequence
         refuse_view(func, buf, P)
         func, buf = _stage_parameter(func, buf)
         outputs = (buf.name,)
-    if seps:
-        _check_not_outlined(func, buf)
     new = buf.with_(shape=tuple(ir.const(d) for d in shape), axis_separators=seps, data=ir.Var(f"{buf.name}_data", "handle"))
     return _Relayout(buf, new, variables, exprs).visit(func), outputs
 

@@ -218,10 +218,10 @@ def set_vectorizer(func: ir.Func, mode: str, loop: str | None = None) -> Result:
 def _outline_problem(func: ir.Func, loop: ir.For) -> str | None:
     """Why the nest of ``loop`` cannot become a function of its own, or None.
 
-    Its arguments are plain arrays and loop variables (compaction allocates the buffers used
-    only inside it above it), so it may not read a banked buffer (a tuple of arrays) or use
-    registers allocated outside it (a local buffer accessed outside too, or the accumulator of
-    a reduction whose loop it is).
+    Its arguments are arrays, tuples of arrays (a banked buffer, the two slots of a double
+    buffer) and loop variables (compaction allocates the buffers used only inside it above it),
+    so it may not use registers allocated outside it (a local buffer accessed outside too, or the
+    accumulator of a reduction whose loop it is).
     """
     inside = ir.collect(loop, ir.Block)
     names = {b.name for b in inside}
@@ -234,10 +234,6 @@ def _outline_problem(func: ir.Func, loop: ir.For) -> str | None:
         touched = [b for b in blocks if b.name in names]
         if not touched or buf in params:
             continue
-        doubled = [b.name for b in blocks if ir.ann_get(b.annotations, DOUBLE) is not None and any(w.buffer is buf for w in b.writes)]
-        if buf.axis_separators or doubled:
-            how = f"a double buffer of block '{doubled[0]}'" if doubled else "banked"
-            return f"block '{touched[0].name}' accesses '{buf.name}', which is {how} (a tuple of arrays)"
         if buf.scope == ir.REGISTER_SCOPE and len(touched) < len(blocks):
             return f"local buffer '{buf.name}' is also used outside it (registers cannot be passed)"
     for b in inside:

@@ -68,23 +68,6 @@ def check_not_into_prefetch(func: ir.Func, block: ir.Block, loop: str, primitive
             )
 
 
-def check_outlined_target(func: ir.Func, block: ir.Block, loop: str, primitive: str) -> None:
-    """Refuse to move ``block`` into a nest outlined by ``set_vectorizer(mode, loop)`` when it accesses a
-    banked or double-buffered buffer: an outlined function takes plain arrays, those are tuples of them."""
-    outlined = [f.loop_var.name for f in loop_path(func, loop, primitive) if isinstance(f, ir.For) and ir.ann_get(f.annotations, ir.VECTORIZER_ATTR)]
-    if not outlined:
-        return
-    touched = {r.buffer for r in (*block.reads, *block.writes)}
-    doubled = {w.buffer for b in ir.collect(func.body, ir.Block) if ir.ann_get(b.annotations, DOUBLE) is not None for w in b.writes}
-    for buf in sorted(touched, key=lambda b: b.name):
-        if buf.axis_separators or buf in doubled:
-            raise ScheduleError(
-                primitive,
-                f"loop '{loop}' is in the nest of loop '{outlined[0]}', outlined by set_vectorizer, and block '{block.name}' "
-                f"accesses '{buf.name}', which is {'a double buffer' if buf in doubled else 'banked'} (a tuple of arrays)",
-            )
-
-
 def check_outside_reduction(func: ir.Func, producer: ir.Block, consumer: str, loop: str) -> None:
     """Refuse ``loop`` when it, or a loop around it, runs a reduction axis of ``producer``.
 

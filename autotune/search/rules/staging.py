@@ -42,9 +42,9 @@ class Staging(Rule):
       reading the input itself (``pad_<stage>`` inline: a padded copy is a staged copy already).
     - ``dbuf_<stage>_<input>`` false | true: double-buffer the staged copy (``double_buffer``): two slots,
       the copy for the next tile filled while the current one is read, as a DMA engine would
-      overlap them; twice the copy's bytes. Conditional: only with ``stage_<stage>_<input>`` tile and no
-      register tile on the stage (a tile's nest is compiled as a function of its own, with SLP,
-      which takes each buffer as one array: ``set_vectorizer`` refuses a double buffer's pair).
+      overlap them; twice the copy's bytes. Conditional: only with ``stage_<stage>_<input>`` tile. With
+      a register tile on the stage, the nest compiled as a function of its own (SLP) takes the two
+      slots as a tuple of two arrays.
 
     On a CPU host the copy is extra work that nothing overlaps; the knobs exist for the memory
     system the config describes (a fast pool too small for the whole input), and the exact peak of
@@ -69,15 +69,8 @@ class Staging(Rule):
                 *(((f"pad_{stage}", ("inline",)),) if buf in pads.get(stage, ()) else ()),
             )
             out.append(choice_domain(f"stage_{stage}_{buf}", ("none", "tile"), where, kind="location"))
-            # a register tile over the channels is outlined (SLP) and takes arrays, not a double buffer
-            untiled = ((f"regtile_{stage}", (0,)),) if stage in dict(c.tileable) else ()
             out.append(
-                choice_domain(
-                    f"dbuf_{stage}_{buf}",
-                    (False, True),
-                    ((f"stage_{stage}_{buf}", ("tile",)), *untiled),
-                    kind="location",
-                )
+                choice_domain(f"dbuf_{stage}_{buf}", (False, True), ((f"stage_{stage}_{buf}", ("tile",)),), kind="location")
             )
         return out
 
@@ -90,6 +83,6 @@ class Staging(Rule):
             copy = sch.last[0]
             sch = sch.compute_at(copy, nest.outer[-1])
             nest.staged[stage, buf] = copy
-            if values.get(f"dbuf_{stage}_{buf}", False) and not values.get(f"regtile_{stage}", 0):
+            if values.get(f"dbuf_{stage}_{buf}", False):
                 sch = sch.double_buffer(copy)
         return sch
