@@ -1,16 +1,17 @@
 """The built-in workloads tuned from scratch in 64 measured trials, against their stored best schedules.
 
     .venv/bin/python experiments/builtins_64.py [--workloads NAME ...] [--trials 64] [--skip-tune]
-        [--strategy optuna|evolutionary|random] [--rounds 7] [--min-ms 100] [--output results]
+        [--strategy optuna|evolutionary|random] [--seed 0] [--rounds 7] [--min-ms 100] [--output results]
 
 For each built-in workload with a stored tuned schedule (``results/<name>/best.json``, tuned with
 its own config: 40-320 trials, some with a warm start and mutation), phase 1 writes
 ``experiments/configs/builtins_64/<name>.yaml``: the workload's config
 (``experiments/configs/<name>.yaml``) with the same workload, memory and measurement, but the search
 in the rules' space (``cascade``, also for the matmul, whose stored schedule comes from the closed
-``gemm`` family), cut to ``--trials`` measured trials, TPE + XGBoost, seed 0, no warm start and no
+``gemm`` family), cut to ``--trials`` measured trials, TPE + XGBoost, seed 0 (``--seed``), no warm start and no
 mutation (with ``--strategy evolutionary`` or ``random``: that strategy and XGBoost; the config,
-the run and the report are suffixed ``_<strategy>``); and runs
+the run and the report are suffixed ``_<strategy>``, and with a ``--seed`` other than 0 also
+``_seed<N>``); and runs
 ``autotune run`` on it into ``results/builtins_64/<name>`` (skipped with ``--skip-tune``). Phase 2,
 in one process: both schedules (each ``best.json`` replayed and lowered with its run's pools) are
 checked against the reference and timed in turn each round; the ratio is the median over rounds
@@ -46,18 +47,18 @@ WORKLOADS = ("pool_chain", "bottleneck", "matmul")
 TARGET = 1.10
 
 
-def suffix(strategy: str) -> str:
-    """The suffix of a strategy's configs, runs and report (none for the default, TPE)."""
-    return "" if strategy == "optuna" else f"_{strategy}"
+def suffix(strategy: str, seed: int = 0) -> str:
+    """The suffix of a strategy's and seed's configs, runs and report (none for the default, TPE, seed 0)."""
+    return ("" if strategy == "optuna" else f"_{strategy}") + (f"_seed{seed}" if seed else "")
 
 
-def write_config(name: str, trials: int, strategy: str = "optuna") -> Path:
+def write_config(name: str, trials: int, strategy: str = "optuna", seed: int = 0) -> Path:
     """The workload's config with the search in the rules' space, cut to ``trials`` trials, from scratch."""
     doc = yaml.safe_load((CONFIGS / f"{name}.yaml").read_text(encoding="utf-8"))
     chooser = {"sampler": "tpe"} if strategy == "optuna" else {"strategy": strategy}
-    doc["search"] = {"space": "cascade", "trials": trials, **chooser, "cost_model": "xgboost", "seed": 0}
-    doc["output"] = f"../../../results/builtins_64/{name}{suffix(strategy)}"
-    path = CONFIGS / "builtins_64" / f"{name}{suffix(strategy)}.yaml"
+    doc["search"] = {"space": "cascade", "trials": trials, **chooser, "cost_model": "xgboost", "seed": seed}
+    doc["output"] = f"../../../results/builtins_64/{name}{suffix(strategy, seed)}"
+    path = CONFIGS / "builtins_64" / f"{name}{suffix(strategy, seed)}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     text = yaml.safe_dump(doc, sort_keys=False, default_flow_style=None)
     header = (
@@ -69,8 +70,8 @@ def write_config(name: str, trials: int, strategy: str = "optuna") -> Path:
     return path
 
 
-def tune(name: str, trials: int, strategy: str = "optuna") -> None:
-    autotune_run(write_config(name, trials, strategy), RUNS / f"{name}{suffix(strategy)}")
+def tune(name: str, trials: int, strategy: str = "optuna", seed: int = 0) -> None:
+    autotune_run(write_config(name, trials, strategy, seed), RUNS / f"{name}{suffix(strategy, seed)}")
 
 
 def _statuses(log: Path) -> dict[str, int]:
@@ -81,9 +82,9 @@ def _statuses(log: Path) -> dict[str, int]:
     return {s: statuses.count(s) for s in sorted(set(statuses), key=str)}
 
 
-def compare(name: str, rounds: int, min_ms: float, strategy: str = "optuna") -> dict[str, Any]:
+def compare(name: str, rounds: int, min_ms: float, strategy: str = "optuna", seed: int = 0) -> dict[str, Any]:
     """Time the stored and the new best schedule of ``name`` in turn, ``rounds`` times."""
-    run = RUNS / f"{name}{suffix(strategy)}"
+    run = RUNS / f"{name}{suffix(strategy, seed)}"
     stored_path, new_path = REPO / "results" / name / "best.json", run / "best.json"
     stored = json.loads(stored_path.read_text(encoding="utf-8"))
     wl = workloads.get(stored["workload"]["name"], **stored["workload"]["args"])
@@ -119,6 +120,7 @@ def report(
     rounds: int,
     min_ms: float,
     strategy: str = "optuna",
+    seed: int = 0,
 ) -> list[str]:
     search = "TPE + XGBoost" if strategy == "optuna" else f"{strategy} + XGBoost"
     md = [
@@ -128,7 +130,7 @@ def report(
         f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC. {bench._machine()}.",
         "",
         f"`new`: the best of {trials} measured trials from scratch in the rules' space (`cascade`; "
-        f"`experiments/configs/builtins_64/`: {search}, seed 0, no warm start, no mutation); `stored`: "
+        f"`experiments/configs/builtins_64/`: {search}, seed {seed}, no warm start, no mutation); `stored`: "
         "`results/<name>/best.json` (its own config and space). "
         f"{rounds} rounds, in each both timed in turn (the median of back-to-back calls over {min_ms:g} ms); "
         f"`new/stored` is the median of the per-round ratios. Target: at most {TARGET:.2f}.",
@@ -156,16 +158,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=64)
     parser.add_argument("--skip-tune", action="store_true")
     parser.add_argument("--strategy", choices=("optuna", "evolutionary", "random"), default="optuna")
+    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--min-ms", type=float, default=100.0)
     parser.add_argument("--output", type=Path, default=REPO / "results")
     args = parser.parse_args(argv)
     if not args.skip_tune:
         for name in args.workloads:
-            tune(name, args.trials, args.strategy)
-    rows = [compare(name, args.rounds, args.min_ms, args.strategy) for name in args.workloads]
-    md = report(rows, argv, args.trials, args.rounds, args.min_ms, args.strategy)
-    stem = f"builtins_64{suffix(args.strategy)}"
+            tune(name, args.trials, args.strategy, args.seed)
+    rows = [compare(name, args.rounds, args.min_ms, args.strategy, args.seed) for name in args.workloads]
+    md = report(rows, argv, args.trials, args.rounds, args.min_ms, args.strategy, args.seed)
+    stem = f"builtins_64{suffix(args.strategy, args.seed)}"
     write_results(args.output, stem, md, {"rows": rows, "trials": args.trials, "rounds": args.rounds})
     print("\n".join(md))
     return 0
