@@ -19,7 +19,9 @@
   across its reduction loops, stored once after them;
 - ``clamp_at_producer``: a clamp (``min``/``max`` with constants, relu6) that every read of an
   intermediate applies is applied once by its stores instead;
-- ``plan_memory``: a pool and an offset for every allocation (``autotune.memory``).
+- ``plan_memory``: a pool and an offset for every allocation (``autotune.memory``); the only
+  pass that reads the pools, so :func:`plan_lowered` plans a function lowered up to it
+  (``until=UNPLANNED``) in other pools without running the others again.
 """
 
 from __future__ import annotations
@@ -54,6 +56,11 @@ PASSES: tuple[Pass, ...] = (
 )
 
 
+UNPLANNED = PASSES[-2].name
+"""The pass before ``plan_memory``, the last: ``lower(func, until=UNPLANNED)`` runs every pass that
+does not read the pools, and :func:`plan_lowered` the one that does."""
+
+
 def lower(
     func: ir.Func,
     *,
@@ -77,4 +84,23 @@ def lower(
     return Lowered(out, options.plan if options.plan is not None else empty_plan(options.pools))
 
 
-__all__ = ["DEFAULT_POOLS", "PASSES", "Lowered", "LowerOptions", "Pass", "lower", "lower_blocks"]
+def plan_lowered(
+    unplanned: ir.Func,
+    *,
+    pools: tuple[Pool, ...] = DEFAULT_POOLS,
+    planner: str = "greedy_by_size",
+    seed: int = 0,
+) -> Lowered:
+    """The last pass, ``plan_memory``, on ``lower(func, until=UNPLANNED).func``: the same
+    :class:`Lowered` as ``lower(func, pools=pools, ...)``. Only this pass reads the pools, so one
+    function lowered up to it can be planned in several sets of pools (the search plans an
+    infeasible candidate again in unbounded pools for its peak) without lowering it again."""
+    options = LowerOptions(pools=tuple(pools), planner=planner, seed=seed)
+    out = PASSES[-1].run(unplanned, options)
+    assert options.plan is not None, "the last pass plans memory"
+    return Lowered(out, options.plan)
+
+
+__all__ = [
+    "DEFAULT_POOLS", "PASSES", "UNPLANNED", "Lowered", "LowerOptions", "Pass", "lower", "lower_blocks", "plan_lowered",
+]  # fmt: skip

@@ -22,7 +22,7 @@ import numpy as np
 from .. import ir
 from ..config import RunConfig
 from ..errors import PoolOverflowError
-from ..lowering import Lowered, lower
+from ..lowering import UNPLANNED, Lowered, lower, plan_lowered
 from ..measure.task import MeasureTask
 from ..memory import MemoryPlan, Pool
 from .space import SearchSpace
@@ -55,13 +55,17 @@ def _pool_bytes(plan: MemoryPlan) -> tuple[tuple[str, int], ...]:
 def lower_candidate(
     func: ir.Func, pools: Sequence[Pool], planner: str, seed: int, peak_limit: int | None
 ) -> Lowering:
-    """Lower ``func`` and judge its plan: pools overflowing or ``peak > peak_limit`` is infeasible."""
+    """Lower ``func`` and judge its plan: pools overflowing or ``peak > peak_limit`` is infeasible.
+
+    The lowering passes run once; only the memory plan is made again, in unbounded pools, for
+    the peak of a candidate that overflows the pools (:func:`~autotune.lowering.plan_lowered`)."""
     pools = tuple(pools)
+    unplanned = lower(func, until=UNPLANNED).func  # the passes that do not read the pools, run once
     try:
-        lowered = lower(func, pools=pools, planner=planner, seed=seed)
+        lowered = plan_lowered(unplanned, pools=pools, planner=planner, seed=seed)
     except PoolOverflowError as exc:
         big = tuple(replace(p, size=UNBOUNDED) for p in pools)
-        plan = lower(func, pools=big, planner=planner, seed=seed).plan
+        plan = plan_lowered(unplanned, pools=big, planner=planner, seed=seed).plan
         sizes = {p.name: p.size for p in pools}
         over = max((used - sizes[name]) / sizes[name] for name, used in plan.pool_peaks.items())
         if peak_limit is not None:

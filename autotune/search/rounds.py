@@ -33,9 +33,14 @@ times the best median so far, but at least :data:`CUTOFF_FLOOR_MS`
 first timed run is slower stops there and is logged ``cutoff`` with that run's time (it uses the
 budget, is never the best, and its time still trains the cost model and the strategy).
 
+Knobs applied once keep their trace key (a proposal of the same knobs in a later round that
+was logged is not applied again), and a candidate that fits but is ranked out keeps its peaks and features by trace key
+(:class:`_Fit`): proposed again in a later round, it is ranked without being lowered again.
+
 The round's time is charged to the stopwatch's parts (:data:`~autotune.search.stopwatch.PARTS`):
-``propose`` and ``learn`` (the strategy), ``lowering``, ``features``, ``model``, ``log`` and
-``wait`` (the executor).
+``propose`` and ``learn`` (the strategy), ``apply`` (the knobs to a schedule and its trace),
+``lowering`` (candidates that fit) and ``infeasible`` (those over the memory), ``features``,
+``model``, ``log`` and ``wait`` (the executor).
 """
 
 from __future__ import annotations
@@ -77,14 +82,30 @@ trials; ``results/sample_efficiency.md``). Below the floor, timing a candidate i
 
 
 @dataclass(frozen=True)
+class _Fit:
+    """What the search keeps of a candidate that fits the memory: its trace, its peaks, its relative
+    excess (<= 0) and its feature row (the lowered function itself is not kept: the worker lowers
+    the trace)."""
+
+    trace: str
+    peak: int
+    pool_bytes: tuple[tuple[str, int], ...]
+    excess: float
+    row: list[float]
+
+
+@dataclass(frozen=True)
 class _Candidate:
     """A feasible, unmeasured candidate of this round."""
 
     proposal: Proposal
     trace: str
     key: str
-    lowering: cand.Lowering
-    row: list[float]
+    fit: _Fit
+
+    @property
+    def row(self) -> list[float]:
+        return self.fit.row
 
     @property
     def knobs(self) -> tuple[tuple[str, Any], ...]:
@@ -105,11 +126,14 @@ class Search:
         progress: bool,
         warm: list[dict[str, Any]] | None = None,
         storage: StudyStorage | None = None,
+        clock: Stopwatch | None = None,
     ) -> None:
         """``warm``: knobs to propose first (``search.warm_start``, :func:`best.warm_start`);
         ``storage``: where the strategy keeps a copy of the log (``search.storage``), made anew
-        from the log's trials here."""
+        from the log's trials here; ``clock``: the stopwatch the rounds charge (a new one if None)."""
         from tqdm import tqdm
+
+        self.clock = clock if clock is not None else Stopwatch()  # where the loop's time goes
 
         self.cfg, self.wl, self.space, self.log, self.model = cfg, wl, space, log, model
         self.executor = executor
@@ -120,6 +144,8 @@ class Search:
         self.rows: list[list[float]] = []
         self.times: list[float] = []
         self.best_ms: float | None = None  # the best ok median so far (sets the cutoff)
+        self.fits: dict[str, _Fit] = {}  # by trace key: candidates lowered within the memory, not yet logged
+        self.keys: dict[tuple[tuple[str, Any], ...], str] = {}  # knobs applied -> their trace key
         self.counts: Counter[str] = Counter()
         self.round = max((r.round for r in log.records), default=-1) + 1
         self.next_trial = max((r.trial for r in log.records), default=-1) + 1
@@ -137,7 +163,6 @@ class Search:
         self.strategy.logged(log.records)
         if not log.records:  # a resumed run has proposed them already
             self.strategy.enqueue(warm or [])
-        self.clock = Stopwatch()  # where the search loop's time goes (TuneResult.driver)
 
     # ---- bookkeeping -------------------------------------------------------
     @property
@@ -161,6 +186,7 @@ class Search:
             self.invalid.setdefault(record.knobs, record)
         else:
             self.logged.setdefault(record.key, record)
+            self.fits.pop(record.key, None)
         self.counts[record.status] += 1
         if record.status in ("ok", "cutoff") and record.median_ms is not None:  # a cutoff: slow, once
             if record.ok:
@@ -236,16 +262,20 @@ class Search:
         if knobs in self.invalid:  # these knobs gave no schedule before
             outcomes.append(Outcome(self.invalid[knobs], proposal))
             return None
-        try:
-            with self.clock("lowering"):
-                sch = self.space.apply(self.wl.func, dict(knobs))
-        except ScheduleError as exc:
-            reason = str(exc)
-            make = lambda n: TrialRecord(n, self.round, knobs, "invalid", reason=reason)  # noqa: E731
-            self._settle([proposal], 1.0, make, outcomes)
-            return None
-        trace = sch.trace_json()
-        key = trace_key(trace)
+        sch: Schedule | None = None
+        trace: str | None = None
+        key = self.keys.get(knobs)  # applied in an earlier round: the same schedule
+        if key is None:
+            try:
+                with self.clock("apply"):
+                    sch = self.space.apply(self.wl.func, dict(knobs))
+                    trace = sch.trace_json()
+                    key = self.keys[knobs] = trace_key(trace)
+            except ScheduleError as exc:
+                reason = str(exc)
+                make = lambda n: TrialRecord(n, self.round, knobs, "invalid", reason=reason)  # noqa: E731
+                self._settle([proposal], 1.0, make, outcomes)
+                return None
         if key in self.logged:  # measured before (this run or the resumed one): nothing to measure
             outcomes.append(Outcome(self.logged[key], proposal))
             return None
@@ -253,9 +283,18 @@ class Search:
             twins[key].append(proposal)
             return None
         twins[key] = []
+        fit = self.fits.get(key)  # lowered in an earlier round and ranked out: the same figures
+        if fit is not None:
+            return _Candidate(proposal, fit.trace, key, fit)
+        if sch is None or trace is None:  # applied before, but neither logged nor lowered within the memory
+            with self.clock("apply"):
+                sch = self.space.apply(self.wl.func, dict(knobs))
+                trace = sch.trace_json()
         mem = self.cfg.memory
-        with self.clock("lowering"):
+        with self.clock("lowering") as span:
             low = cand.lower_candidate(sch.func, mem.pools, mem.planner, self.cfg.search.seed, mem.peak_limit)
+            if low.lowered is None:
+                span.part = "infeasible"
         if low.lowered is None:
             self._settle(
                 [proposal, *twins.pop(key)], low.excess,
@@ -267,8 +306,8 @@ class Search:
             )  # fmt: skip
             return None
         with self.clock("features"):
-            row = self._row(low)
-        return _Candidate(proposal, trace, key, low, row)
+            fit = self.fits[key] = _Fit(trace, low.peak, low.pool_bytes, low.excess, self._row(low))
+        return _Candidate(proposal, trace, key, fit)
 
     def _settle(
         self,
@@ -308,13 +347,11 @@ class Search:
         for index, result, node in self.clock.iterate(self.executor.run(tasks)):
             c = chosen[index]
             record = TrialRecord.from_measure(
-                numbers[index], self.round, c.knobs, result, peak_bytes=c.lowering.peak,
-                pool_bytes=c.lowering.pool_bytes, predicted_ms=guess.get(c.key), node=node, trace=c.trace,
+                numbers[index], self.round, c.knobs, result, peak_bytes=c.fit.peak,
+                pool_bytes=c.fit.pool_bytes, predicted_ms=guess.get(c.key), node=node, trace=c.trace,
             )  # fmt: skip
             self._append(record, c.row)
-            outcomes.extend(
-                Outcome(record, p, c.lowering.excess) for p in (c.proposal, *twins.pop(c.key, []))
-            )
+            outcomes.extend(Outcome(record, p, c.fit.excess) for p in (c.proposal, *twins.pop(c.key, [])))
         measured = {c.key for c in chosen}
         for c in feasible:
             if c.key not in measured:

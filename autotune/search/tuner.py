@@ -41,6 +41,7 @@ from .feasibility import check_fits
 from .log import TrialLog, end_session, log_path_for, start_session, writing_results
 from .rounds import CUTOFF_FACTOR, CUTOFF_FLOOR_MS, Search
 from .space import load_space
+from .stopwatch import Stopwatch
 from .strategies.optuna_storage import StudyStorage, check_storage
 
 __all__ = [
@@ -81,42 +82,48 @@ def tune(
     before its next round (the CLI's first Ctrl-C). ``verbose`` shows Ray's own messages.
     ``result.driver`` says where the search
     loop's wall time went: waiting on the executor, or the driver's own parts
-    (:class:`~autotune.search.stopwatch.DriverTime`). Raises AutotuneError if
+    (:class:`~autotune.search.stopwatch.DriverTime`), and the run's before and after it (setting
+    up, the fit check, starting and stopping the executor, the re-measure, the report). Raises AutotuneError if
     ``output`` already holds a log and ``resume`` is False, or if no trial is
     ``ok``; ConfigError if ``peak_limit`` is below every schedule of the space, or if
     ``search.storage`` cannot be opened or holds a study of the run's name that another run wrote.
     """
     output = Path(cfg.output)
-    wl = load_workload(cfg.workload)
-    space = load_space(cfg.search.space, wl, cfg.memory.pools)
+    clock = Stopwatch()  # the run's parts (RUN_PARTS) and the search loop's (PARTS)
+    with clock("setup"):
+        wl = load_workload(cfg.workload)
+        space = load_space(cfg.search.space, wl, cfg.memory.pools)
     mem = cfg.memory
-    # some schedule must fit: infeasible trials do not use the budget, so none fitting would never end
-    check_fits(space, wl, mem.pools, mem.planner, cfg.search.seed, mem.peak_limit)
-    warm = [] if cfg.search.warm_start is None else warm_start(cfg.search.warm_start, space)
-    model = make_cost_model(cfg.search.cost_model, cfg.search.seed, cfg.search.pretrained)
-    storage = StudyStorage.of(cfg)
-    if storage is not None:
-        check_storage(storage)  # a shared database is checked before the output directory is made
-    # the output directory is made once the checks pass, and before a cluster is started: an unusable
-    # one is refused at once (a run that fails before its first trial removes what it made)
-    log_path = log_path_for(output, resume)
+    with clock("fits"):
+        # some schedule must fit: infeasible trials do not use the budget, so none fitting would never end
+        check_fits(space, wl, mem.pools, mem.planner, cfg.search.seed, mem.peak_limit)
+    with clock("setup"):
+        warm = [] if cfg.search.warm_start is None else warm_start(cfg.search.warm_start, space)
+        model = make_cost_model(cfg.search.cost_model, cfg.search.seed, cfg.search.pretrained)
+        storage = StudyStorage.of(cfg)
+        if storage is not None:
+            check_storage(storage)  # a shared database is checked before the output directory is made
+        # the output directory is made once the checks pass, and before a cluster is started: an unusable
+        # one is refused at once (a run that fails before its first trial removes what it made)
+        log_path = log_path_for(output, resume)
     owned = isinstance(executor, str)
     if isinstance(executor, str):
         kwargs: dict[str, Any] = {"workers": cfg.ray.workers}
         if executor == "ray":
             kwargs.update(address=cfg.ray.address, verbose=verbose)
-        executor = make_executor(executor, **kwargs)  # an unreachable cluster: refused here
+        with clock("start"):
+            executor = make_executor(executor, **kwargs)  # an unreachable cluster: refused here
     try:
         with TrialLog(log_path) as log:
-            start_session(log, cfg)  # machine, versions, config fingerprint; refuses a changed config
-            search = Search(cfg, wl, space, log, model, executor, progress, warm, storage)
+            with clock("setup"):
+                start_session(log, cfg)  # machine, versions, config fingerprint; refuses a changed config
+                search = Search(cfg, wl, space, log, model, executor, progress, warm, storage, clock)
             try:
                 _run_rounds(search, cfg.search.time_budget, stop)
             finally:
                 search.close()
-            driver = search.clock.snapshot()
-            with writing_results(output):  # best.json, best_ir.txt, best_kernel.py
-                result = dataclasses.replace(finish(cfg, wl, list(log.records), executor), driver=driver)
+            with clock("finish"), writing_results(output):  # best.json, best_ir.txt, best_kernel.py
+                result = finish(cfg, wl, list(log.records), executor)
                 end_session(log)
     except AutotuneError:
         if report is not None and (output / LOG_NAME).exists():
@@ -126,11 +133,12 @@ def tune(
         raise
     finally:
         if owned:
-            executor.close()
+            with clock("stop"):
+                executor.close()
     if report is not None:
-        with writing_results(output):
+        with clock("report"), writing_results(output):
             report(output)
-    return result
+    return dataclasses.replace(result, driver=clock.snapshot())
 
 
 def _run_rounds(search: Search, time_budget: float | None, stop: Callable[[], bool] | None) -> None:
