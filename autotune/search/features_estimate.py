@@ -5,17 +5,21 @@ expression's mean (:func:`mean`), how often a guard holds (:func:`probability`).
 
 A roofline estimate of a lowered program's run time (:func:`roofline`), from its store statements
 (:class:`Statement`: a store, the loads of its value and its arithmetic): per statement, the
-cycles of one execution are the larger of its issue cost and its dependence chain. Issue: two
-arithmetic operations or loads and one store per cycle and lane, a loop overhead per iteration of
-the loop it runs in (shared by the iterations unrolled inside it), all over the vector lanes when
-the innermost loop that is not unrolled vectorises (every access moves by 0 or 1 element per
-step: :func:`vector_loop`); accesses to a register tile that no rolled loop indexes are free.
-Chain: an accumulator updated along that loop waits :data:`FMA_LATENCY` cycles per update in a
-register, :data:`FORWARD_LATENCY` in memory, shared by the accumulators that the unrolled loops
-inside it index (and the vector lanes). A
-parallel loop of extent ``P`` divides its statements' cycles by ``P / ceil(P / cores)``. The bytes
-served by L2, L3 and memory add their time at :data:`BANDWIDTH_GBS`. The constants are the
-DESIGN's figures for this host kind; only the order of the estimates matters to the cost model.
+cycles of one execution are the larger of its issue cost and its dependence chain. The loop the
+compiled statement steps through is the innermost one that is neither unrolled by the code
+generator nor short enough for LLVM to unroll whole (:func:`iterating`). With LLVM's loop
+vectoriser its steps share vector lanes when every access moves by 0 or 1 element per step; with
+SLP (``autotune.vectorizer``), an unrolled loop inside it along which the store moves by 1 does
+(:func:`vector_loop`). Issue: two arithmetic operations or loads and one store per cycle and
+lane, over the lanes, plus a loop overhead per step shared by the executions in it; a register
+tile's element that no stepped loop indexes costs nothing, nor does a load that does not move
+with the vector loop. Chain: an accumulator that the stepped loop carries waits
+:data:`FMA_LATENCY` cycles per update in a register, :data:`FORWARD_LATENCY` in memory, shared
+by the accumulators that the loops inside it index (and the vector lanes). A parallel loop of
+extent ``P`` divides its statements' cycles by ``P / ceil(P / cores)``. The bytes that L2, L3 and
+memory serve (:func:`memory_levels`, unrolled copies sharing a register) add their time at
+:data:`BANDWIDTH_GBS`. The constants are the DESIGN's figures for this host kind; only the order
+of the estimates matters to the cost model.
 """
 
 from __future__ import annotations
