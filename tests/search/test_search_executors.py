@@ -199,4 +199,29 @@ def test_local_workers_ignore_sigint() -> None:
     os.kill(child.proc.pid, signal.SIGINT)
     assert child.conn.poll(800.0)
     kind, result = child.collect()
+    child.stop()
     assert kind == "value" and result.status == "ok", result
+
+
+def test_local_workers_are_kept_replaced_after_a_crash_and_ended_by_close() -> None:
+    """One worker process runs task after task; a crash or a kill at the deadline replaces it."""
+    from autotune.search.executors import LocalExecutor
+
+    executor = LocalExecutor(workers=1, compile_allowance=ALLOWANCE)
+    try:
+        first = [r.status for _, r, _ in executor.run([file_task("double"), file_task("double", seed=1)])]
+        assert first == ["ok", "ok"] and len(executor._idle) == 1
+        kept = executor._idle[0].proc
+        assert [r.status for _, r, _ in executor.run([file_task("double", seed=2)])] == ["ok"]
+        assert executor._idle[0].proc is kept and kept.is_alive()
+        results = [r.status for _, r, _ in executor.run([file_task("segfault"), file_task("double")])]
+        assert results == ["crashed", "ok"] and not kept.is_alive()
+        replaced = executor._idle[0].proc
+        assert replaced is not kept and replaced.is_alive()
+        assert [[r.status for r in row] for row in executor.remeasure([file_task("double")], 2)] == [
+            ["ok", "ok"]
+        ]
+        assert executor._idle[0].proc is replaced  # the remeasure ran on the kept worker
+    finally:
+        executor.close()
+    assert executor._idle == [] and not replaced.is_alive()

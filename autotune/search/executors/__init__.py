@@ -30,11 +30,11 @@ the check, so rarely) holds the lock until it is killed, so the tasks queued
 behind it may time out too. The lock is a ``flock``: a killed worker releases it.
 
 - ``"ray"`` (:class:`RayExecutor`, :mod:`.ray_executor`): Ray tasks, at most
-  ``workers`` in flight; each worker is reused for 50 tasks, so a workload is
-  built once per worker.
-- ``"local"`` (:class:`LocalExecutor`, :mod:`.local_executor`): a fresh ``spawn``
-  process per task, for debugging and tests without Ray (each task pays the
-  imports, about 1–2 s).
+  ``workers`` in flight; each worker is reused for :data:`~.base.WORKER_JOBS` tasks, so a
+  workload and its reference outputs are built once per worker.
+- ``"local"`` (:class:`LocalExecutor`, :mod:`.local_executor`): ``spawn`` processes of this
+  machine, for debugging and tests without Ray, reused in the same way (a process that crashed or
+  was killed is replaced; a new one pays the imports, about 1–2 s).
 
 The contract, the registry and the deadlines are in :mod:`.base`.
 

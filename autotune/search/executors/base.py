@@ -17,6 +17,7 @@ __all__ = [
     "COMPILE_ALLOWANCE_S",
     "EXECUTORS",
     "UNKNOWN_NODE",
+    "WORKER_JOBS",
     "Executor",
     "check_workers",
     "every_round",
@@ -33,6 +34,10 @@ __all__ = [
 
 COMPILE_ALLOWANCE_S = 20.0
 """Seconds a task may take beyond its timed part(s): worker start, imports and the numba compile."""
+
+WORKER_JOBS = 50
+"""Jobs a worker process runs before it is replaced by a new one: each compiled kernel stays in its
+memory (about 2 MB each)."""
 
 UNKNOWN_NODE = "unknown"
 """The node of a task whose worker died or was killed before it could say where it ran."""

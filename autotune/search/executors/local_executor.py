@@ -1,4 +1,5 @@
-"""The ``"local"`` executor: each task in a fresh ``spawn`` process, for debugging and tests without Ray."""
+"""The ``"local"`` executor: tasks in ``spawn`` worker processes of this machine, kept from task to
+task, for debugging and tests without Ray."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from ...measure.result import MeasureResult
 from ...measure.task import MeasureTask, remeasure_tasks, run_task
 from .base import (
     COMPILE_ALLOWANCE_S,
+    WORKER_JOBS,
     Executor,
     check_workers,
     every_round,
@@ -34,21 +36,34 @@ from .base import (
     timeout_result,
 )
 
-__all__ = ["LocalExecutor"]
+__all__ = ["STOP_WAIT_S", "LocalExecutor"]
+
+STOP_WAIT_S = 5.0
+"""Seconds an idle worker asked to end may take before it is killed."""
 
 
-def _child_main(conn: Connection, job: str, args: tuple[Any, ...]) -> None:
-    """Entry point of a local worker process: run the job, send back its value or traceback.
+def _worker_main(conn: Connection) -> None:
+    """Entry point of a local worker process: run the jobs that come through ``conn`` (``(job,
+    args)``, None to stop), one at a time, and send back each one's value or traceback.
 
     The worker ignores SIGINT: a Ctrl-C in the terminal reaches the whole process group, and the
     driver decides what it means (finish the round, or stop and kill the workers). It is ignored
     from the start when the driver started it from its main thread (:func:`_quiet_start`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        fn: Callable[..., Any] = run_task if job == "run" else remeasure_tasks
-        conn.send(("value", fn(*args)))
-    except BaseException:  # the parent raises it as a MeasureError, with this traceback
-        conn.send(("raised", traceback.format_exc()))
+        while True:
+            try:
+                message = conn.recv()
+            except EOFError:  # the driver has gone
+                return
+            if message is None:
+                return
+            job, args = message
+            try:
+                fn: Callable[..., Any] = run_task if job == "run" else remeasure_tasks
+                conn.send(("value", fn(*args)))
+            except BaseException:  # the parent raises it as a MeasureError, with this traceback
+                conn.send(("raised", traceback.format_exc()))
     finally:
         conn.close()
 
@@ -78,39 +93,62 @@ def _quiet_start() -> Iterator[None]:
 
 @dataclass
 class _Child:
-    """A running local worker process and what it is doing."""
+    """A local worker process and the job it runs (``index``, ``task``, ``deadline``, ``cpus``)."""
 
-    index: int
-    task: MeasureTask | None
     proc: BaseProcess
     conn: Connection
-    deadline: float
+    index: int = 0
+    task: MeasureTask | None = None
+    deadline: float = 0.0
     cpus: int = 1
+    jobs: int = 0  # jobs sent to this process so far
+
+    def send(
+        self, index: int, task: MeasureTask | None, job: str, args: tuple[Any, ...], limit: float
+    ) -> None:
+        """Give the process a job; ``limit`` seconds from now it is late. OSError if it has died."""
+        self.index, self.task, self.deadline = index, task, time.monotonic() + limit
+        self.jobs += 1
+        self.conn.send((job, args))
 
     def kill(self) -> None:
         self.proc.kill()
         self.proc.join()
         self.conn.close()
 
+    def stop(self) -> None:
+        """End an idle process: asked to, killed if it does not end within a few seconds."""
+        with contextlib.suppress(OSError):
+            self.conn.send(None)
+        self.proc.join(STOP_WAIT_S)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+        self.conn.close()
+
     def collect(self) -> tuple[str, Any]:
-        """``("value", v)``, ``("raised", traceback)`` or ``("crashed", result)``; the process is reaped."""
+        """``("value", v)``, ``("raised", traceback)`` or ``("crashed", result)`` (the process died:
+        it is reaped)."""
         try:
             kind, payload = self.conn.recv()
         except EOFError:
             self.proc.join()
+            self.conn.close()
             reason = f"the worker died: {exit_text(self.proc.exitcode)}"
             return "crashed", MeasureResult.failure("crashed", reason)
-        finally:
-            self.conn.close()
-        self.proc.join()
         return kind, payload
 
 
 @register_executor
 class LocalExecutor(Executor):
-    """Each task in a fresh ``spawn`` child process, at most ``workers`` CPUs booked at once; node
-    id ``"local"``. A task books one CPU, or one per thread for a parallel kernel (:func:`task_cpus`),
-    so a parallel kernel on a 2-core machine with 2 workers runs alone."""
+    """Tasks in ``spawn`` worker processes of this machine, at most ``workers`` CPUs booked at once;
+    node id ``"local"``. A task books one CPU, or one per thread for a parallel kernel
+    (:func:`task_cpus`), so a parallel kernel on a 2-core machine with 2 workers runs alone.
+
+    A worker process runs one task at a time and is kept for the next (it keeps the workload, its
+    reference outputs and the kernels it compiled), up to :data:`~.base.WORKER_JOBS` jobs, like a
+    Ray worker; one that crashed or was killed at its deadline is replaced by a new one.
+    :meth:`remeasure` runs on a worker that is kept, :meth:`close` ends the idle ones."""
 
     name = "local"
 
@@ -119,18 +157,37 @@ class LocalExecutor(Executor):
         self.workers = workers
         self.compile_allowance = float(compile_allowance)
         self._ctx = multiprocessing.get_context("spawn")
+        self._idle: list[_Child] = []  # live worker processes waiting for a job, the last used last
+
+    def _spawn(self) -> _Child:
+        here, there = self._ctx.Pipe(duplex=True)
+        proc = self._ctx.Process(target=_worker_main, args=(there,), daemon=True, name="autotune-worker")
+        with _quiet_start():
+            proc.start()
+        there.close()
+        return _Child(proc, here)
 
     def _start(
         self, index: int, task: MeasureTask | None, job: str, args: tuple[Any, ...], limit: float
     ) -> _Child:
-        receiver, sender = self._ctx.Pipe(duplex=False)
-        proc = self._ctx.Process(
-            target=_child_main, args=(sender, job, args), daemon=True, name="autotune-worker"
-        )
-        with _quiet_start():
-            proc.start()
-        sender.close()
-        return _Child(index, task, proc, receiver, time.monotonic() + limit)
+        """A worker (the last idle one, else a new one) running ``job`` for ``tasks[index]``."""
+        while self._idle:
+            child = self._idle.pop()
+            try:
+                child.send(index, task, job, args, limit)
+                return child
+            except OSError:  # it died while idle
+                child.kill()
+        child = self._spawn()
+        child.send(index, task, job, args, limit)
+        return child
+
+    def _keep(self, child: _Child) -> None:
+        """Take back a worker that finished its job: kept for the next one, or ended after its last."""
+        if child.jobs >= WORKER_JOBS:
+            child.stop()
+        else:
+            self._idle.append(child)
 
     def _fits(self, task: MeasureTask, running: list[_Child]) -> bool:
         """Whether ``task`` may start beside ``running``: its CPUs are free (or nothing runs)."""
@@ -153,6 +210,8 @@ class LocalExecutor(Executor):
                     if child.conn.poll(0):  # a value, a traceback, or EOF from a dead worker
                         kind, payload = child.collect()
                         running.remove(child)
+                        if kind != "crashed":
+                            self._keep(child)
                         if kind == "raised":
                             raise raised_error(child.index, child.task, payload)
                         yield child.index, payload, "local"
@@ -162,7 +221,7 @@ class LocalExecutor(Executor):
                         timeout = timeout_result(tasks[child.index], self.workers, self.compile_allowance)
                         yield child.index, timeout, "local"
         finally:
-            for child in running:
+            for child in running:  # interrupted, or a worker raised: what is in flight is not waited for
                 child.kill()
 
     def remeasure(self, tasks: Sequence[MeasureTask], rounds: int) -> list[list[MeasureResult]]:
@@ -177,11 +236,19 @@ class LocalExecutor(Executor):
         except BaseException:  # KeyboardInterrupt: the remeasure does not go on without the driver
             child.kill()
             raise
-        if kind == "raised":
-            raise raised_error(0, None, payload)
         if kind == "crashed":
             return every_round(tasks, rounds, payload)
+        self._keep(child)
+        if kind == "raised":
+            raise raised_error(0, None, payload)
         return payload  # type: ignore[no-any-return]
 
     def close(self) -> None:
-        """Nothing outlives a call to :meth:`run` or :meth:`remeasure`."""
+        """End the idle workers (a call to :meth:`run` ends the ones it leaves running)."""
+        while self._idle:
+            self._idle.pop().stop()
+
+    def __del__(self) -> None:
+        for child in getattr(self, "_idle", ()):
+            with contextlib.suppress(Exception):
+                child.proc.kill()

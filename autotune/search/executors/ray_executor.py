@@ -20,6 +20,7 @@ from ...measure.task import MeasureTask, remeasure_tasks, run_task
 from .base import (
     COMPILE_ALLOWANCE_S,
     UNKNOWN_NODE,
+    WORKER_JOBS,
     Executor,
     check_workers,
     every_round,
@@ -163,7 +164,7 @@ class RayExecutor(Executor):
                 raise
         self.capacity = min(workers, _largest_node_cpus(ray))
         """The most CPUs one task may book: ``workers``, or fewer if no node of the cluster has as many."""
-        options: dict[str, Any] = {"num_cpus": 1, "max_calls": 50, "max_retries": 0}
+        options: dict[str, Any] = {"num_cpus": 1, "max_calls": WORKER_JOBS, "max_retries": 0}
         self._run_remote = ray.remote(**options)(_ray_run_task)
         self._remeasure_remote = ray.remote(**options)(_ray_remeasure)
 
