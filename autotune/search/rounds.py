@@ -33,9 +33,9 @@ times the best median so far, but at least :data:`CUTOFF_FLOOR_MS`
 first timed run is slower stops there and is logged ``cutoff`` with that run's time (it uses the
 budget, is never the best, and its time still trains the cost model and the strategy).
 
-Knobs applied once keep their trace key (a proposal of the same knobs in a later round that
-was logged is not applied again), and a candidate that fits but is ranked out keeps its peaks and features by trace key
-(:class:`_Fit`): proposed again in a later round, it is ranked without being lowered again.
+Knobs applied once keep their trace key, and a candidate that fits but is ranked out keeps its
+trace, peaks and features by that key (:class:`_Fit`): the same knobs proposed again in a later
+round are neither applied nor lowered again when their schedule was logged or ranked out.
 
 The round's time is charged to the stopwatch's parts (:data:`~autotune.search.stopwatch.PARTS`):
 ``propose`` and ``learn`` (the strategy), ``apply`` (the knobs to a schedule and its trace),

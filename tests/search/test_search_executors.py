@@ -199,7 +199,7 @@ def test_local_workers_ignore_sigint() -> None:
     os.kill(child.proc.pid, signal.SIGINT)
     assert child.conn.poll(800.0)
     kind, result = child.collect()
-    child.stop()
+    child.kill()
     assert kind == "value" and result.status == "ok", result
 
 

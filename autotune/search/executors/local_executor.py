@@ -36,10 +36,7 @@ from .base import (
     timeout_result,
 )
 
-__all__ = ["STOP_WAIT_S", "LocalExecutor"]
-
-STOP_WAIT_S = 5.0
-"""Seconds an idle worker asked to end may take before it is killed."""
+__all__ = ["LocalExecutor"]
 
 
 def _worker_main(conn: Connection) -> None:
@@ -116,16 +113,6 @@ class _Child:
         self.proc.join()
         self.conn.close()
 
-    def stop(self) -> None:
-        """End an idle process: asked to, killed if it does not end within a few seconds."""
-        with contextlib.suppress(OSError):
-            self.conn.send(None)
-        self.proc.join(STOP_WAIT_S)
-        if self.proc.is_alive():
-            self.proc.kill()
-            self.proc.join()
-        self.conn.close()
-
     def collect(self) -> tuple[str, Any]:
         """``("value", v)``, ``("raised", traceback)`` or ``("crashed", result)`` (the process died:
         it is reaped)."""
@@ -185,7 +172,7 @@ class LocalExecutor(Executor):
     def _keep(self, child: _Child) -> None:
         """Take back a worker that finished its job: kept for the next one, or ended after its last."""
         if child.jobs >= WORKER_JOBS:
-            child.stop()
+            child.kill()
         else:
             self._idle.append(child)
 
@@ -244,9 +231,11 @@ class LocalExecutor(Executor):
         return payload  # type: ignore[no-any-return]
 
     def close(self) -> None:
-        """End the idle workers (a call to :meth:`run` ends the ones it leaves running)."""
+        """End the idle workers (a call to :meth:`run` ends the ones it leaves running). They are
+        killed: an idle worker holds nothing to save, and one that exits by itself takes seconds to
+        unload numba."""
         while self._idle:
-            self._idle.pop().stop()
+            self._idle.pop().kill()
 
     def __del__(self) -> None:
         for child in getattr(self, "_idle", ()):
