@@ -124,7 +124,7 @@ def tune(
     """Search the config's schedule space, re-measure the best, write the run directory; return it.
 
     ``executor``: ``"ray"`` (a local Ray, or the cluster at ``ray_address``/``ray.address``),
-    ``"local"`` (one fresh process per measurement, ``workers`` at once), or an
+    ``"local"`` (``workers`` processes of its own, each reused for up to 50 measurements), or an
     :class:`~autotune.search.executors.Executor` the caller owns. ``trials``, ``output``,
     ``seed``, ``workers`` and ``ray_address`` override the config. ``resume`` continues the run
     logged in the output directory (a changed config is refused; a finished run is returned as it
