@@ -132,3 +132,24 @@ def test_numba_compile_failure_is_a_codegen_error() -> None:
     message = str(info.value)
     assert str(kernel.path) in message and "numba failed to compile" in message
     assert "float32" in message  # numba's own explanation is kept
+
+
+def test_compile_seconds_count_the_import_that_compiles_outlined_nests(tmp_path) -> None:
+    """An outlined nest has an explicit signature, so numba compiles it when the kernel's module is
+    imported: that import is part of the kernel's compile time, and a second build in the same
+    process imports nothing."""
+    from autotune import te
+    from autotune.lowering import lower
+    from autotune.schedule import Schedule
+    from autotune.workloads import ops
+
+    x = te.placeholder((1, 7, 7, 3), "float32", name="x")  # a shape no other test builds
+    p2 = ops.max_pool2d(ops.max_pool2d(x, 3, name="p1"), 2, name="p2")
+    sch = Schedule(te.create_func([x], [p2], name="outlined_import")).set_vectorizer("slp", loop="y_1")
+    func = lower(sch.func).func
+    kernel = build(func, cache_dir=tmp_path)
+    assert "# outlined: outlined_import_y_1" in kernel.source
+    assert kernel.import_seconds > 0
+    run(kernel, func)
+    assert kernel.compile_seconds is not None and kernel.compile_seconds >= kernel.import_seconds
+    assert build(func, cache_dir=tmp_path).import_seconds == 0.0
