@@ -81,7 +81,7 @@ def lower_candidate(
 
 def make_task(cfg: RunConfig, trace: str, pools: bool = True, cutoff_ms: float | None = None) -> MeasureTask:
     """The measurement of ``trace`` as the config says (``pools=False``: one unbounded pool); a
-    candidate whose first timed run is over ``cutoff_ms`` stops there (status ``cutoff``)."""
+    candidate whose first timed runs are all over ``cutoff_ms`` stops there (status ``cutoff``)."""
     wl = cfg.workload
     label = wl.name or Path(str(wl.path).rpartition(":")[0]).stem
     m = cfg.measure

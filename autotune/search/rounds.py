@@ -29,8 +29,9 @@ the killed run stopped.
 
 Early stop: once a trial is ``ok``, each measurement gets ``cutoff_ms`` = :data:`CUTOFF_FACTOR`
 times the best median so far, but at least :data:`CUTOFF_FLOOR_MS`
-(:class:`~autotune.measure.task.MeasureTask`): a candidate whose
-first timed run is slower stops there and is logged ``cutoff`` with that run's time (it uses the
+(:class:`~autotune.measure.task.MeasureTask`): a candidate whose first
+:data:`~autotune.measure.timing.CUTOFF_RUNS` timed runs are all slower stops there and is logged
+``cutoff`` with those runs' times (it uses the
 budget, is never the best, and its time still trains the cost model and the strategy).
 
 Knobs applied once keep their trace key, and a candidate that fits but is ranked out keeps its
@@ -71,7 +72,7 @@ from .strategies.optuna_storage import StudyStorage
 __all__ = ["CUTOFF_FACTOR", "CUTOFF_FLOOR_MS", "Search"]
 
 CUTOFF_FACTOR = 4.0
-"""A candidate whose first timed run is over this many times the best median so far is not timed
+"""A candidate whose first timed runs are all over this many times the best median so far is not timed
 further (the same kernel timed 0.4 ms and 4-11 ms minutes apart on the shared 2-core host, so a
 smaller factor would stop good candidates measured at a busy moment)."""
 CUTOFF_FLOOR_MS = 25.0
