@@ -113,20 +113,21 @@ def compare(name: str, rounds: int, min_ms: float, strategy: str = "optuna", see
     inputs = wl.make_inputs(0)
     refs = tuple(reference_outputs(wl, inputs))
     row: dict[str, Any] = {"workload": name, "stored trials": stored.get("trial")}
-    scratch = tempfile.TemporaryDirectory()
-    replayed = _stored_knobs_in_space(name, stored, wl, strategy, seed, Path(scratch.name))
-    if isinstance(replayed, str):
-        row["replayed error"] = replayed
-    candidates = [("stored", stored_path), ("new", new_path), *([("replayed", replayed)] if isinstance(replayed, Path) else [])]
     systems = []
-    for label, path in candidates:
-        found, why = bench.autotune_systems(wl, inputs, refs, path)
-        tuned = next((s for s in found if s.name == "autotune"), None)
-        if tuned is None or tuned.run is None:
-            row[f"{label} error"] = why or (tuned.error if tuned else "no schedule")
-            continue
-        systems.append((label, tuned))
-        row[f"{label} peak B"] = tuned.workspace
+    with tempfile.TemporaryDirectory() as scratch:  # the replayed best.json, read while building
+        replayed = _stored_knobs_in_space(name, stored, wl, strategy, seed, Path(scratch))
+        if isinstance(replayed, str):
+            row["replayed error"] = replayed
+        candidates = [("stored", stored_path), ("new", new_path)]
+        candidates += [("replayed", replayed)] if isinstance(replayed, Path) else []
+        for label, path in candidates:
+            found, why = bench.autotune_systems(wl, inputs, refs, path)
+            tuned = next((s for s in found if s.name == "autotune"), None)
+            if tuned is None or tuned.run is None:
+                row[f"{label} error"] = why or (tuned.error if tuned else "no schedule")
+                continue
+            systems.append((label, tuned))
+            row[f"{label} peak B"] = tuned.workspace
     row["new trials by status"] = _statuses(run / "trials.jsonl")
     if len(systems) < 2:
         return row
@@ -139,7 +140,6 @@ def compare(name: str, rounds: int, min_ms: float, strategy: str = "optuna", see
     for label in ("new", "replayed"):
         if label in ms and "stored" in ms:
             row[f"{label}/stored"] = statistics.median(n / s for n, s in zip(ms[label], ms["stored"]))
-    scratch.cleanup()
     print(f"  {name}: {row}", flush=True)
     return row
 
