@@ -362,14 +362,25 @@ def features(
     values.update(_work(stores, bits))
     served = memory_levels(acc, caches, registers=True)[0][1:]
     values.update(roofline(walk.statements, served, max(bits // 32, 1), (target and target.cores) or 1))
-    values["ops_ratio"] = walk.ops / _ops(original) if original is not None and _ops(original) else 1.0
+    written = _ops(original) if original is not None else 0.0
+    values["ops_ratio"] = walk.ops / written if written else 1.0
     return {name: float(values[name]) for name in FEATURE_NAMES}
+
+
+_WRITTEN_OPS: dict[int, tuple[ir.Func, float]] = {}
+""":func:`_ops` by the function's identity (a search asks it of its one workload for every candidate)."""
 
 
 def _ops(func: ir.Func) -> float:
     """The arithmetic operations of a function as it is written (before any schedule)."""
+    known = _WRITTEN_OPS.get(id(func))
+    if known is not None and known[0] is func:
+        return known[1]
     walk = _Walk()
     walk.stmt(func.body, (), 1.0, False)
+    if len(_WRITTEN_OPS) >= 16:  # a process tunes few workloads; keep the cache small all the same
+        _WRITTEN_OPS.clear()
+    _WRITTEN_OPS[id(func)] = (func, walk.ops)
     return walk.ops
 
 
