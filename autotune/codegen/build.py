@@ -1,13 +1,23 @@
 """Build a lowered function into a callable numba kernel, compiled once per process.
 
-The source of :func:`~autotune.codegen.source.generate_source` is written to
-``<cache_dir>/kernels/k_<key16>.py`` (``key`` = sha256 of the text and the numba
-version), imported as the real module ``autotune_kernel_<key16>`` (numba's disk
-cache needs a module registered in ``sys.modules``; ``cache=True`` fails on
-``exec``'d functions) and compiled with ``numba.njit(cache=True, ...)`` (the
-decorator is part of the source). An in-process dict keeps each compiled
-dispatcher, so one source is never compiled twice in a process; the disk
-cache makes a fresh process pay about 0.3 s instead of a full compile.
+Each outlined nest of :func:`~autotune.codegen.source.generate_source`
+(:class:`~autotune.codegen.signature.NestModule`) is written to
+``<cache_dir>/kernels/n_<key16>.py`` and imported as the module
+``autotune_nest_<key16>``, where numba compiles it (its signature is explicit)
+with its vectoriser set. ``key`` = :func:`kernel_key` of the module's text, which
+holds the nest's code only: kernels that share a nest (search candidates that
+differ in another stage) share its module, compiled once per process and, by
+numba's disk cache, once per machine. The kernel's module is its text with each
+nest's definition replaced by ``from autotune_nest_<key16> import nest as <name>``
+(:meth:`~autotune.codegen.signature.KernelSource.module_text`), written to
+``<cache_dir>/kernels/k_<key16>.py`` (``key`` of that text), imported as the real
+module ``autotune_kernel_<key16>`` (numba's disk cache needs a module registered
+in ``sys.modules``; ``cache=True`` fails on ``exec``'d functions) and compiled
+with ``numba.njit(cache=True, ...)`` (the decorator is part of the source). An
+in-process dict keeps each compiled dispatcher, so one source is never compiled
+twice in a process; the disk cache makes a fresh process pay about 0.3 s instead
+of a full compile. ``Kernel.source`` is the kernel's complete text, which defines
+the nests itself (what a report shows; it runs standalone).
 
 ``cache_dir`` defaults to ``$AUTOTUNE_CACHE_DIR``, else ``~/.cache/autotune``.
 """
@@ -33,6 +43,7 @@ from .. import ir
 from ..errors import CodegenError
 from ..files import write_atomic
 from ..memory import MemoryPlan
+from .signature import NestModule
 from .source import KernelSource, generate_source
 from .storage import Storage, StorageArray, allocate_storage, describe
 from .target import configure_numba_env
@@ -42,6 +53,8 @@ __all__ = ["Kernel", "build", "clear_memory_cache", "default_cache_dir", "kernel
 _LOCK = threading.RLock()
 _DISPATCHERS: dict[str, Any] = {}
 """key -> numba dispatcher of every kernel module imported in this process."""
+_NESTS: dict[str, ModuleType] = {}
+"""key -> every nest module imported in this process."""
 
 
 def default_cache_dir() -> Path:
@@ -60,6 +73,7 @@ def clear_memory_cache() -> None:
     """Forget the dispatchers compiled in this process (for tests; modules stay imported)."""
     with _LOCK:
         _DISPATCHERS.clear()
+        _NESTS.clear()
 
 
 def _numba() -> ModuleType:
@@ -69,29 +83,48 @@ def _numba() -> ModuleType:
     return numba
 
 
+def _import(modname: str, path: Path, vectorizer: str) -> ModuleType:
+    """The module ``modname`` of ``path``, imported (with ``vectorizer`` set) unless it was already."""
+    module = sys.modules.get(modname)
+    if module is not None:
+        return module
+    numba = _numba()
+    spec = importlib.util.spec_from_file_location(modname, path)
+    if spec is None or spec.loader is None:
+        raise CodegenError(f"codegen: cannot import module {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[modname] = module  # before exec: numba's cache locates the module by name
+    try:
+        with _vectorizer(numba, vectorizer):
+            spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[modname]
+        raise CodegenError(f"codegen: module {path} failed to import: {exc}") from exc
+    return module
+
+
+def _load_nest(nest: NestModule, kernels: Path) -> tuple[str, Path, float]:
+    """Write and import ``nest``'s module (once per process): its name, its path and the seconds
+    the import took (numba compiles the nest then; 0 when this process imported it before)."""
+    key = kernel_key(nest.text)
+    modname, path = f"autotune_nest_{key[:16]}", kernels / f"n_{key[:16]}.py"
+    with _LOCK:
+        write_atomic(path, nest.text, skip_unchanged=True)  # an unchanged mtime keeps numba's cache valid
+        if key in _NESTS:
+            return modname, path, 0.0
+        start = time.perf_counter()
+        _NESTS[key] = _import(modname, path, nest.vectorizer)
+        return modname, path, time.perf_counter() - start
+
+
 def _load_dispatcher(source: KernelSource, key: str, path: Path) -> tuple[Any, float]:
-    """Import the kernel module from ``path`` (once per process) and return its dispatcher and the
-    seconds the import took: it compiles the outlined nests, whose signatures are explicit (0 when
-    the module was imported before)."""
+    """Import the kernel module from ``path`` (once per process; its nests' modules imported
+    before) and return its dispatcher and the seconds the import took."""
     with _LOCK:
         if key in _DISPATCHERS:
             return _DISPATCHERS[key], 0.0
-        numba = _numba()
         start = time.perf_counter()
-        modname = f"autotune_kernel_{key[:16]}"
-        module = sys.modules.get(modname)
-        if module is None:
-            spec = importlib.util.spec_from_file_location(modname, path)
-            if spec is None or spec.loader is None:
-                raise CodegenError(f"codegen: cannot import kernel module {path}")
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[modname] = module  # before exec: numba's cache locates the module by name
-            try:
-                with _vectorizer(numba, source.outlined_vectorizer or "loop"):
-                    spec.loader.exec_module(module)
-            except Exception as exc:
-                del sys.modules[modname]
-                raise CodegenError(f"codegen: kernel module {path} failed to import: {exc}") from exc
+        module = _import(f"autotune_kernel_{key[:16]}", path, "loop")
         dispatcher = getattr(module, source.name)
         _DISPATCHERS[key] = dispatcher
         return dispatcher, time.perf_counter() - start
@@ -124,13 +157,22 @@ class Kernel:
 
     ``storage`` holds the preallocated arrays of every allocation (views into
     ``pools`` when built with a memory plan); the kernel itself never allocates.
-    ``compile_seconds`` is None until the first call or :meth:`compile`; it counts the import of
-    the kernel's module too (``import_seconds``: numba compiles the outlined nests, whose signatures
-    are explicit, when the module is imported; 0 when this process had imported it already).
+    ``path`` is the imported kernel module, ``nest_paths`` the modules of its outlined nests.
+    ``compile_seconds`` is None until the first call or :meth:`compile`; it counts
+    ``import_seconds`` too: the seconds this process spent importing the kernel's module and the
+    modules of its nests that it had not imported before (numba compiles a nest, whose signature
+    is explicit, when its module is imported; 0 when every one was imported already).
     """
 
     def __init__(
-        self, source: KernelSource, path: Path, key: str, dispatcher: Any, storage: Storage, import_seconds: float = 0.0
+        self,
+        source: KernelSource,
+        path: Path,
+        key: str,
+        dispatcher: Any,
+        storage: Storage,
+        import_seconds: float = 0.0,
+        nest_paths: tuple[Path, ...] = (),
     ) -> None:
         self.kernel_source = source
         self.path = path
@@ -138,11 +180,13 @@ class Kernel:
         self.dispatcher = dispatcher
         self._storage = storage
         self.import_seconds = import_seconds
+        self.nest_paths = nest_paths
         self.compile_seconds: float | None = None
 
     @property
     def source(self) -> str:
-        """The kernel module's Python text."""
+        """The kernel's complete Python text, its outlined nests defined in it (the imported module,
+        at ``path``, imports them from their own modules instead)."""
         return self.kernel_source.text
 
     @property
@@ -234,12 +278,15 @@ def build(
     be generated or imported, or the plan does not place an allocation.
     """
     source = generate_source(func)
-    key = kernel_key(source.text)
-    path = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    path = path / "kernels" / f"k_{key[:16]}.py"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    kernels = (Path(cache_dir) if cache_dir is not None else default_cache_dir()) / "kernels"
+    kernels.mkdir(parents=True, exist_ok=True)
+    loaded = [_load_nest(nest, kernels) for nest in source.nests]
+    text = source.module_text({nest.name: modname for nest, (modname, _, _) in zip(source.nests, loaded)})
+    key = kernel_key(text)
+    path = kernels / f"k_{key[:16]}.py"
     # content-addressed: rewriting the same text would only change the mtime and void numba's cache
-    write_atomic(path, source.text, skip_unchanged=True)
+    write_atomic(path, text, skip_unchanged=True)
     storage = allocate_storage(source.storage, plan)
     dispatcher, import_seconds = _load_dispatcher(source, key, path)
-    return Kernel(source, path, key, dispatcher, storage, import_seconds)
+    import_seconds += sum(seconds for _, _, seconds in loaded)
+    return Kernel(source, path, key, dispatcher, storage, import_seconds, tuple(p for _, p, _ in loaded))

@@ -7,7 +7,7 @@ from math import prod
 
 from .. import ir
 
-__all__ = ["KernelSource", "ParamArg", "StorageArg"]
+__all__ = ["KernelSource", "NestModule", "ParamArg", "StorageArg"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +56,30 @@ class StorageArg:
 
 
 @dataclass(frozen=True, slots=True)
+class NestModule:
+    """An outlined nest (:mod:`~autotune.codegen.outline`) as the module it is compiled in.
+
+    ``text`` is the module: the nest as the function ``nest``, the constants it uses renumbered
+    from ``_c0`` in order of first use, its vectoriser in a comment; it depends on the nest's code
+    only, so kernels that share the nest share the module (:func:`~autotune.codegen.build`
+    content-addresses it). ``definition`` is the same function as written in the kernel's text,
+    under the kernel's ``name`` for it.
+    """
+
+    name: str
+    vectorizer: str
+    text: str
+    definition: str
+
+
+@dataclass(frozen=True, slots=True)
 class KernelSource:
-    """The text of a kernel module and what its caller must hand the kernel."""
+    """The text of a kernel module and what its caller must hand the kernel.
+
+    ``text`` is complete and standalone: the outlined nests are defined in it. The module that
+    :func:`~autotune.codegen.build` imports is :meth:`module_text`, which imports each nest from
+    its own module instead.
+    """
 
     name: str
     text: str
@@ -70,8 +92,18 @@ class KernelSource:
     outlined: tuple[str, ...] = ()
     """The functions of nests outlined with the other vectoriser (:mod:`~autotune.codegen.outline`)."""
     outlined_vectorizer: str | None = None
-    """Their vectoriser: numba compiles them when the module is imported, which must happen with it set."""
+    """Their vectoriser: numba compiles them when their modules are imported, which must happen with it set."""
+    nests: tuple[NestModule, ...] = ()
+    """The outlined nests as modules of their own, in the order of ``outlined``."""
 
     @property
     def arg_names(self) -> tuple[str, ...]:
         return tuple(p.arg for p in self.params) + tuple(s.arg for s in self.storage)
+
+    def module_text(self, modules: dict[str, str]) -> str:
+        """``text`` with each nest's definition replaced by ``from <module> import nest as <name>``,
+        ``modules`` mapping each nest's name to the module that defines it."""
+        text = self.text
+        for nest in self.nests:
+            text = text.replace(nest.definition, f"from {modules[nest.name]} import nest as {nest.name}\n", 1)
+        return text

@@ -13,6 +13,9 @@ followed by one storage argument per ``Allocate``: a 1-d array, or for an N-d
 allocation (a buffer with axis separators, e.g. two banks ``[2, 4096]``) a tuple
 of ``prod(extents[:-1])`` 1-d arrays, one per bank. A ``DeclBuffer`` of storage
 or of a parameter becomes a ``reshape`` (a tuple of reshaped banks for an N-d one).
+A nest outlined with another vectoriser (:mod:`.outline`) is a function defined in the
+kernel's text and also the text of a module of its own (``KernelSource.nests``), which
+is what :func:`~autotune.codegen.build` compiles and the kernel it imports calls.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from ..ir import expr as E
 from .declare import Declarations, _const_shape
 from .exprgen import ExprWriter
 from .names import SELECT, Names, py_ident
-from .outline import Outlined, outlined_args
+from .outline import Outlined, nest_module, outlined_args
 from .signature import KernelSource, ParamArg, StorageArg
 from .trees import TREE_PREC, UNROLL_LIMIT, balanced, combine, unrolled_reduction
 
@@ -262,14 +265,16 @@ def generate_source(func: ir.Func, name: str | None = None) -> KernelSource:
     consts = gen.exprs.constants()
     if consts:
         lines += [f"{c} = {v}" for c, v in consts] + [""]
-    for o in gen.outlined:
-        lines += ["", kernel_decorator(o.signature), f"def {o.name}({', '.join(o.params)}):", *o.lines, ""]
+    nests = tuple(nest_module(o, consts, kernel_decorator(o.signature)) for o in gen.outlined)
+    for nest in nests:
+        lines += ["", nest.definition.removesuffix("\n"), ""]
     lines += ["", kernel_decorator(), f"def {kernel}({args}):"]
     lines += [f"    # {_arg_doc(p)}" for p in params] + [f"    # {_storage_doc(s)}" for s in storage]
     lines += gen.lines
     outlined = tuple(o.name for o in gen.outlined)
     mode = gen.outlined[0].vectorizer if gen.outlined else None
-    return KernelSource(kernel, "\n".join(lines) + "\n", params, storage, gen.parallel, vectorizer, outlined, mode)
+    text = "\n".join(lines) + "\n"
+    return KernelSource(kernel, text, params, storage, gen.parallel, vectorizer, outlined, mode, nests)
 
 
 def _on_one_thread(body: list[str], once: str) -> list[str]:
