@@ -3,8 +3,11 @@
 A :class:`CostModel` is fitted on the features (:mod:`autotune.search.features`)
 of the measured ``ok`` trials and their median latencies, and predicts a cost per
 unmeasured candidate, lower for a faster one. Until it is ready (fitted on
-``min_samples`` trials, or loaded from a pretrained file; never for ``"none"``) it
-predicts NaN: the tuner then picks candidates at random (seeded).
+``min_samples`` trials, or loaded from a pretrained file; never for ``"none"``) a model
+with a roofline prior orders candidates by that estimate alone (an order, not
+milliseconds: the first round measures the candidates the estimate takes to be
+fastest, plus the ``epsilon`` share at random); one without predicts NaN, and the
+tuner then picks candidates at random (seeded).
 
 Models are registered by name, so the YAML says ``cost_model: xgboost`` (or
 ``cost_model: {kind: xgboost, pretrained: model.json}``)::
@@ -78,7 +81,8 @@ class CostModel(ABC):
     @abstractmethod
     def predict(self, X: np.ndarray) -> np.ndarray:
         """A cost per row of ``X``, lower for a faster candidate (ms when :attr:`predicts_ms`);
-        NaN for every row while the model is not ready."""
+        while the model is not ready, NaN for every row or an order it has without trials (the
+        roofline estimate's, for a model with that prior)."""
 
     @property
     def predicts_ms(self) -> bool:
@@ -294,7 +298,9 @@ class XGBoostModel(CostModel):
     def predict(self, X: np.ndarray) -> np.ndarray:
         X = np.asarray(X, dtype=np.float64)
         if not self.ready:
-            return np.full(len(X), np.nan)
+            if self._prior is None or X.shape[1] != len(self.features):
+                return np.full(len(X), np.nan)
+            return np.exp(np.clip(self._margin_feature(X), -50.0, 50.0))  # the estimate's order
         if len(X) == 0:
             return np.zeros(0)
         if self.settings.objective == "rank:pairwise":

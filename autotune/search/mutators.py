@@ -1,8 +1,14 @@
 """Mutators: one per kind of decision, each changing one knob's value to another of its choices.
 
 A mutation is MetaSchedule's move around a good schedule: change one decision, keep the others,
-and rebuild the schedule from the space (the knobs that the change switches off go back to their
-defaults, as a sampler leaves them). The kind of a knob (``Knob.kind``, one of
+and rebuild the schedule from the space. The knobs that the change switches off go back to their
+defaults, as a sampler leaves them; the knobs that it switches on are drawn from their choices, as
+a sampler draws them (MetaSchedule's replay of a mutated trace samples the decisions that the
+parent's trace did not have). So one change can move a stage from one form to another with its
+new decisions drawn: ``regtile_<stage>`` 8 -> 0 switches ``unroll_<stage>`` on, drawn true or
+false, and ``jam_<stage>`` and ``jamrows_<stage>`` with it when true; left at their defaults, the
+stage would become a plain loop nest, and its unrolled-and-jammed form would be two or three
+changes away, which a child of one or two changes rarely reaches. The kind of a knob (``Knob.kind``, one of
 :data:`~autotune.schedule.primitives.sample.KINDS`) says which mutator moves it::
 
     child = mutate(space, parent_knobs, rng, changes=1)     # a full assignment, one decision changed
@@ -149,7 +155,8 @@ def mutate(
 ) -> Assignment:
     """``values`` with ``changes`` distinct decisions changed, each an active knob with two choices
     or more drawn uniformly and moved by the mutator of its kind; the result is a full assignment
-    (knobs a change switches off at their defaults). Fewer changes when fewer knobs can move."""
+    (knobs a change switches off at their defaults, knobs it switches on drawn uniformly from their
+    choices). Fewer changes when fewer knobs can move."""
     out = dict(complete(space, values))
     changed: set[str] = set()
     for _ in range(changes):  # distinct knobs: a second change must not undo the first
@@ -162,5 +169,24 @@ def mutate(
         knob = movable[int(rng.integers(len(movable)))]
         changed.add(knob.name)
         out[knob.name] = MUTATORS[knob.kind].choose(knob, out[knob.name], rng)
-        out = dict(complete(space, out))
+        out = _draw_switched_on(space, out, set(active), rng)
+        changed |= set(space.active_values(out)) - set(active)  # drawn, not to be moved again
     return complete(space, out)
+
+
+def _draw_switched_on(
+    space: SearchSpace, values: Mapping[str, Any], before: set[str], rng: np.random.Generator
+) -> dict[str, Any]:
+    """``values`` completed, with every knob that is active now and was not in ``before`` drawn
+    uniformly from its choices (in the space's search order, so that a knob switched on by one
+    drawn here is drawn too)."""
+    out = dict(complete(space, values))
+    given = {**dict(space.fixed), **out}
+    for k in space.search_order():
+        if k.name in before:
+            continue
+        if k.active(given):
+            given[k.name] = out[k.name] = k.choices[int(rng.integers(len(k.choices)))]
+        else:
+            given[k.name] = out[k.name] = k.choices[0]
+    return dict(complete(space, out))

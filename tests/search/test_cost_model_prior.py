@@ -45,6 +45,20 @@ def test_without_trees_it_predicts_the_line_in_milliseconds() -> None:
     assert model.predict(rows(new, seed=1)) == pytest.approx(np.exp(new * math.log(2.0)) * 1e-6, rel=1e-6)
 
 
+def test_before_any_trial_it_orders_by_the_estimate_alone() -> None:
+    est = np.array([14.0, 10.0, 12.5, 11.0])
+    model = XGBoostModel(seed=0)
+    assert not model.ready and not model.predicts_ms
+    out = model.predict(rows(est))
+    assert list(np.argsort(out)) == [1, 3, 2, 0]  # the estimate's order: an order, not milliseconds
+    assert out == pytest.approx(np.exp(est * math.log(2.0)))
+    model.fit(rows(est[:3]), np.ones(3))  # fewer trials than min_samples: still the estimate
+    assert not model.ready and list(np.argsort(model.predict(rows(est)))) == [1, 3, 2, 0]
+    # without the prior's column (or without a prior) nothing orders them: NaN, measured at random
+    assert np.isnan(model.predict(np.zeros((2, 5)))).all()
+    assert np.isnan(XGBoostModel(seed=0, settings=Settings(prior=None)).predict(rows(est))).all()
+
+
 def test_few_trials_follow_the_estimate_where_the_features_say_nothing() -> None:
     rng = np.random.default_rng(3)
     est = rng.uniform(10, 16, 6)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import re
 import tempfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -374,7 +375,7 @@ def test_jam_unrolls_neighbouring_columns_below_the_channels(golden: Any, tmp_pa
     text = generate_source(lowered.func).text
     # pool2: 4 neighbours read 6 columns of 3 rows once each, max each column once (12), and the
     # windows share pairs of columns (6 instead of 8)
-    pool2 = text[text.index("pool2_flat_acc_0 = _c0") :]
+    pool2 = text[text.index("pool2_flat_acc_0 =") :]
     assert pool2.count("= pool1_data[") == 18 and len(re.findall(r"\bt_\d+ = max", pool2)) == 18
     inputs = wl.make_inputs(0)
     result = measure(
@@ -408,7 +409,7 @@ def test_jamrows_unrolls_neighbouring_rows_outside_the_columns(golden: Any, tmp_
     lowered = lower(sch.func, pools=BIG)
     golden("search/space_pool_chain_jamrows", str(lowered.func))
     text = generate_source(lowered.func).text
-    pool1, pool2 = text[: text.index("pool2_flat_acc_0 = _c0")], text[text.index("pool2_flat_acc_0 = _c0") :]
+    pool1, pool2 = text[: text.index("pool2_flat_acc_0 =")], text[text.index("pool2_flat_acc_0 =") :]
     # 2 x 2 windows of pool1 read a 4 x 4 block once and take 18 max (4 x 8 apart)
     assert pool1.count("= data_flat[") == 16 and len(re.findall(r"\bt(_\d+)? = max", pool1)) == 18
     # 4 x 2 windows of pool2: 6 x 4 loads, 36 max (64 apart): rows 1 and 3 reuse a pair of rows
@@ -633,7 +634,7 @@ def test_bad_space_file(case: str) -> None:
     assert str(err.value) == f"{path}:{expected}"
 
 
-def test_mutate_changes_active_knobs_and_resets_the_inactive() -> None:
+def test_mutate_changes_active_knobs_resets_the_inactive_and_draws_the_switched_on() -> None:
     from autotune.search.mutators import mutate
 
     _, space = small("pool_chain")
@@ -644,13 +645,15 @@ def test_mutate_changes_active_knobs_and_resets_the_inactive() -> None:
         "jamrows_pool2": 2,
         "parallel": "outer",
     }
+    active = set(space.active_values(parent))
     rng = np.random.default_rng(0)
-    seen = set()
+    seen, drawn_on = set(), Counter()
     for _ in range(200):
         child = dict(mutate(space, parent, rng, changes=1))
         assert set(child) == {k.name for k in space.knobs}
         assert all(child[k.name] in k for k in space.knobs)
         changed = {k for k in child if child[k] != parent[k]}
+        switched_on = set(space.active_values(child)) - active
         seen |= changed
         if child["unroll_pool2"] is False or child["fuse_pool2"] is True:
             # jam_ and jamrows_ went inactive: back to their defaults
@@ -661,15 +664,19 @@ def test_mutate_changes_active_knobs_and_resets_the_inactive() -> None:
         elif child["parallel"] == "none":
             assert changed == {"parallel"}  # copy_pad was at its default already
         else:
-            assert len(changed) == 1
-    # inactive knobs are never drawn (jam_pool1 needs unroll_pool1), every active one is
-    assert (
-        "jam_pool1" not in seen and {"tile_rows", "strip", "jam_pool2", "jamrows_pool2", "copy_pad"} <= seen
-    )
+            # one decision moved; the knobs it switched on are drawn, anything but moved back
+            assert len(changed - switched_on) == 1
+            if child["unroll_pool1"] is True:  # switched on: jam_pool1 and jamrows_pool1 drawn
+                assert switched_on == {"jam_pool1", "jamrows_pool1"}
+                drawn_on.update((k, child[k]) for k in switched_on)
+    assert {"tile_rows", "strip", "jam_pool2", "jamrows_pool2", "copy_pad", "unroll_pool1"} <= seen
+    # the switched-on knobs take each of their choices, not only the default
+    assert {v for (k, v) in drawn_on if k == "jam_pool1"} == {1, 2, 4}
+    assert {v for (k, v) in drawn_on if k == "jamrows_pool1"} == {1, 2, 4}
     for seed in range(50):  # two distinct knobs: the second never undoes the first (it may switch
         # the first one off: copy_pad, then parallel none, leaves one change)
         two = dict(mutate(space, parent, np.random.default_rng(seed), changes=2))
-        assert 1 <= sum(two[k] != parent[k] for k in two) <= 4
+        assert 1 <= sum(two[k] != parent[k] for k in two) <= 6
 
 
 def test_a_knob_of_no_known_kind_is_refused() -> None:

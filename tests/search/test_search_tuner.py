@@ -17,9 +17,11 @@ from search_runs import POOLS, InProcess, write_run_config
 
 from autotune import cli
 from autotune.config import RunConfig, load_config
+from autotune.config.workload import load_workload
 from autotune.errors import AutotuneError, ConfigError
 from autotune.measure.result import MeasureResult
 from autotune.search.log import TrialLog
+from autotune.search.space import load_space
 from autotune.search.target import Target
 from autotune.search.tuner import tune
 
@@ -212,6 +214,7 @@ def test_mutation_enqueues_neighbours_of_the_best_trials(
     )
     tune(cfg, progress=False, executor=InProcess())
     logged = records(cfg.output)
+    space = load_space(cfg.search.space, load_workload(cfg.workload), cfg.memory.pools)
     assert len(enqueued) >= 3
     for before, knobs in enqueued:
         ok = sorted((r for r in logged[:before] if r.status == "ok"), key=lambda r: (r.median_ms, r.trial))[
@@ -219,9 +222,12 @@ def test_mutation_enqueues_neighbours_of_the_best_trials(
         ]
         assert ok, "a mutation before any ok trial"
         # at most two knobs away from one of them (a knob switched off takes its dependants back to
-        # their defaults; a mutant of one parent may also be another of the four)
+        # their defaults, one switched on has them drawn; a mutant of one parent may also be
+        # another of the four)
         changed = min(
-            sum(1 for k, v in knobs.items() if dict(p.knobs)[k] != v and k not in _dependants(p, knobs))
+            sum(
+                1 for k, v in knobs.items() if dict(p.knobs)[k] != v and k not in _dependants(space, p, knobs)
+            )
             for p in ok
         )
         assert changed <= 2, (knobs, [p.knobs for p in ok])
@@ -232,20 +238,12 @@ def test_mutation_enqueues_neighbours_of_the_best_trials(
     assert not enqueued
 
 
-def _dependants(parent: Any, child: dict[str, Any]) -> set[str]:
-    """The knobs of pool_chain's space that depend on a knob whose value differs (jam_ and jamrows_
-    on unroll_ and fuse_, copy_pad on parallel): their values follow, they are not mutations."""
+def _dependants(space: Any, parent: Any, child: dict[str, Any]) -> set[str]:
+    """The knobs of the space that a changed knob switched on or off (jam_ and jamrows_ on unroll_
+    and fuse_, mode_ on at_, copy_pad on parallel): switched off, they follow to their defaults;
+    switched on, they are drawn. Neither is a mutation of its own."""
     p = dict(parent.knobs)
-    out = set()
-    for stage in ("pool1", "pool2"):
-        if any(
-            p.get(f"{c}_{stage}") != child.get(f"{c}_{stage}", p.get(f"{c}_{stage}"))
-            for c in ("unroll", "fuse")
-        ):
-            out |= {f"jam_{stage}", f"jamrows_{stage}"}
-    if p.get("parallel") != child.get("parallel", p.get("parallel")):
-        out.add("copy_pad")
-    return out
+    return set(space.active_values(p)) ^ set(space.active_values({**p, **child}))
 
 
 def test_warm_start_proposes_an_earlier_best_first(tmp_path: Path) -> None:

@@ -183,8 +183,16 @@ def test_evolutionary_breeds_from_the_fastest_measured() -> None:
         assert p.knobs not in strategy.seen
 
 
-def test_evolutionary_improves_on_its_first_round() -> None:
-    logged = run(make_strategy(settings("evolutionary", seed=1), SPACE), rounds=10)
-    ok = [r.median_ms for r in logged if r.ok and r.median_ms is not None]
-    assert min(ok) < min(ok[:4])
-    assert min(ok) == pytest.approx(0.7)  # the made-up latency's optimum
+def test_evolutionary_improves_on_its_first_round_and_on_random_search() -> None:
+    best: dict[str, list[float]] = {"evolutionary": [], "random": []}
+    for strategy in best:
+        for seed in range(20):
+            logged = run(make_strategy(settings(strategy, seed=seed), SPACE), rounds=10)
+            ok = [r.median_ms for r in logged if r.ok and r.median_ms is not None]
+            best[strategy].append(min(ok))
+            if strategy == "evolutionary":
+                assert min(ok) < min(ok[:4]), seed
+    # 40 trials of 240 assignments, seeds 0-19: 1.105 ms on average (3 runs at the optimum, 0.7)
+    # against random search's 1.15 (none at the optimum)
+    assert sum(best["evolutionary"]) < sum(best["random"])
+    assert 0.7 in [round(b, 9) for b in best["evolutionary"]]

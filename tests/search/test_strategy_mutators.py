@@ -93,3 +93,19 @@ def test_a_workload_space_mutates_into_schedules() -> None:
         space.apply(wl.func, child)  # raises ScheduleError only for a combination no schedule has
         applied += 1
     assert applied == 20
+
+
+def test_a_knob_that_a_change_switches_on_is_drawn_from_its_choices() -> None:
+    parent = dict(complete(SPACE, {"tile": 8, "regtile": 4, "at": "root", "pool": "sram"}))
+    assert parent["mode"] == "rolling"  # off under at root: at its default
+    rng = np.random.default_rng(3)
+    modes: Counter[str] = Counter()
+    for _ in range(400):
+        child = dict(mutate(SPACE, parent, rng, 1))
+        if child["at"] == "tile":  # the one change: mode is switched on and drawn, not moved again
+            assert {k for k in parent if parent[k] != child[k]} <= {"at", "mode"}
+            modes[child["mode"]] += 1
+        else:
+            assert child["mode"] == "rolling"
+    assert set(modes) == {"rolling", "recompute"}
+    assert modes["rolling"] == pytest.approx(modes["recompute"], rel=0.35)
