@@ -231,8 +231,11 @@ def statement_cycles(s: Statement, lanes: int) -> tuple[float, bool, bool]:
 def _reuse_distance(a: Access, nest: Sequence[Access], registers: bool) -> float | None:
     """Bytes touched by one iteration of the innermost loop around ``a`` that does not index it
     (None: every loop indexes it, no reuse). A loop nest's accesses under that loop each touch the
-    product of the trips of their deeper loops that index them. ``registers``: unrolled loops
-    reuse in registers, not in a cache, and register tiles touch no cache."""
+    product of the trips of their deeper loops that index them, and a buffer's accesses together at
+    most its size: a rolling buffer's rows indexed modulo its extent, or overlapping windows, touch
+    the same bytes again (without that bound, a rolling buffer of three rows reused along the whole
+    image counted as megabytes apart). ``registers``: unrolled loops reuse in registers, not in a
+    cache, and register tiles touch no cache."""
     carrier = next(
         (
             i
@@ -245,12 +248,25 @@ def _reuse_distance(a: Access, nest: Sequence[Access], registers: bool) -> float
     if carrier is None:
         return None
     var = a.loops[carrier].var
-    total = 0.0
+    touched: dict[ir.Var, float] = {}
+    size: dict[ir.Var, float] = {}
     for b in nest:
         if len(b.loops) > carrier and b.loops[carrier].var is var and not (registers and b.register):
             inner = b.loops[carrier + 1 :]
-            total += prod(lp.trip for lp in inner if lp.var in b.index_vars) * ir.dtype_bytes(b.buffer.dtype)
-    return total
+            data = b.buffer.data
+            touched[data] = touched.get(data, 0.0) + prod(
+                lp.trip for lp in inner if lp.var in b.index_vars
+            ) * ir.dtype_bytes(b.buffer.dtype)
+            size[data] = _buffer_bytes(b.buffer)
+    return sum(min(t, size[data]) for data, t in touched.items())
+
+
+def _buffer_bytes(buf: ir.Buffer) -> float:
+    """The bytes of ``buf`` (infinite when a dimension is not a constant)."""
+    try:
+        return float(prod(buf.const_shape()) * ir.dtype_bytes(buf.dtype))
+    except ValueError:
+        return math.inf
 
 
 def memory_levels(

@@ -81,3 +81,18 @@ def test_memory_time_and_the_parallel_share() -> None:
     assert none["log2_memory_ns"] == pytest.approx(math.log2(1.0 + 3.0))  # one ns per level
     assert none["log2_estimate_ns"] == pytest.approx(math.log2(1.0 + 3.0))
     assert none["vector_op_frac"] == 0.0
+
+
+def test_a_rolling_buffer_reused_along_the_image_stays_in_the_first_cache() -> None:
+    # for t in 8: for y in 512: for x in 1024: W[x] = W[x] + R[(y % 3) * 1024 + x]
+    # R holds 3 rows (12 KiB): between two uses of a row, one iteration of t touches R's 12 KiB
+    # (not 512 rows of it) and W's 4 KiB, so every access is served by L1 (48 KiB here)
+    R, W = ir.decl_buffer("R", (3 * 1024,)), ir.decl_buffer("W", (1024,))
+    T, Y, X = ir.Var("t"), ir.Var("y"), ir.Var("x")
+    update = ir.BufferStore(W, W[X] + R[(Y % 3) * 1024 + X], (X,))
+    body = loop(T, 8, loop(Y, 512, loop(X, 1024, update)))
+    x = features(ir.Func("f", (R, W), body), PLAN, target=TARGET)
+    assert x["log2_bytes_l2"] == x["log2_bytes_l3"] == x["log2_bytes_mem"] == 0.0
+    assert x["log2_bytes_l1"] == pytest.approx(math.log2(1.0 + 3 * 8 * 512 * 1024 * 4))
+    # R's reuse: 12 KiB + 4 KiB; W's (carried by y): a row of R and W, 8 KiB
+    assert x["log2_reuse_distance"] == pytest.approx((math.log2(1.0 + 16384) + 2 * math.log2(1.0 + 8192)) / 3)
