@@ -8,7 +8,6 @@ of it, its bytes reinterpreted as another dtype (``.view``), or a view of a para
 
 from __future__ import annotations
 
-import re
 from math import prod
 
 from .. import ir
@@ -28,7 +27,6 @@ class Declarations:
     storage: dict[E.Var, StorageArg]
     register_names: dict[E.Var, list[str]]
     param_data: dict[E.Var, ir.Buffer]
-    lines: list[str]
     separated: set[E.Var]
 
     def emit(self, depth: int, text: str) -> None:
@@ -68,13 +66,9 @@ class Declarations:
         names = [self.names.fresh(f"{base}_{k}") for k in range(n)]
         self.register_names[s.data] = names
         zero = self.exprs.constant(0.0, s.dtype) if E.is_float(s.dtype) else f"np.{s.dtype}(0)"
-        start = len(self.lines)
         for k in range(0, n, 8):  # defined before any loop: numba types them once
             self.emit(depth, "; ".join(f"{name} = {zero}" for name in names[k : k + 8]))
-        end = len(self.lines)
         self.stmt(s.body, depth)
-        if _assigns_constants(self.lines[end : end + n], "    " * depth, names):
-            del self.lines[start:end]  # the body's first lines define every register already
 
     def _banked(self, s: ir.Allocate) -> bool:
         """Whether the allocation is physically N-d (a tuple of banks) rather than flat.
@@ -157,23 +151,6 @@ class Declarations:
             self.emit(depth, f"{name} = {_reshape(src, shape, pshape[0])}")
         else:
             self.emit(depth, f"{name} = {_reshape(src + '.reshape(-1)', shape, prod(pshape))}")
-
-
-_CONSTANT_ASSIGN = re.compile(r"(\w+) = (_c\d+|np\.\w+\(0\))")
-
-
-def _assigns_constants(lines: list[str], indent: str, names: list[str]) -> bool:
-    """Whether ``lines`` assign a constant to each of ``names`` once, each line at ``indent``:
-    then they define the registers (unconditionally, before any read, in the block of their
-    declarations), and the declarations before them are redundant. A reduction's init block
-    written into registers does this: ``acc_0 = _c0; acc_1 = _c0`` then ``acc_0 = _c0``..."""
-    targets = []
-    for line in lines:
-        match = _CONSTANT_ASSIGN.fullmatch(line.removeprefix(indent)) if line.startswith(indent) else None
-        if match is None:
-            return False
-        targets.append(match.group(1))
-    return sorted(targets) == sorted(names)
 
 
 def _const_shape(buf: ir.Buffer) -> tuple[int, ...]:

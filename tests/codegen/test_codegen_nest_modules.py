@@ -109,9 +109,10 @@ def test_the_module_is_the_nest_alone_and_the_kernel_text_defines_it(tmp_path: P
     kernel = build(fa, cache_dir=tmp_path)
     nest = kernel.kernel_source.nests[0]
     module = nest.text
-    # the module: the function ``nest`` and the one constant it uses (-inf, renumbered _c0)
-    assert "\ndef nest(p1_data, p2_flat):\n" in module and "_c0 = np.float32(-np.inf)\n" in module
-    assert "_c1" not in module and "nest_modules_y_1" not in module
+    # the module: the function ``nest`` and the constants it uses (the register's 0, the max-pool's -inf)
+    assert "\ndef nest(p1_data, p2_flat):\n" in module
+    assert "\n_c0 = np.float32(0.0)\n_c1 = np.float32(-np.inf)\n" in module
+    assert "_c2" not in module and "nest_modules_y_1" not in module
     # the kernel's text (what a report shows) defines the nest; the imported module imports it
     assert nest.definition in kernel.source and "def nest_modules_y_1(p1_data, p2_flat):" in kernel.source
     imported = kernel.path.read_text()
