@@ -239,8 +239,9 @@ class Kernel:
     def compile(self, *arrays: np.ndarray) -> float:
         """Compile for the types of ``arrays`` (default: the parameters' own) without running.
 
-        Returns and records the seconds taken, the module's import included (about 0 when this
-        process already compiled the same source; about 0.3 s on a disk-cache hit).
+        Returns and records the seconds taken, ``import_seconds`` included (the kernel's module and
+        the nest modules this build imported first: about 0 when this process already compiled the
+        same source and nests; about 0.3 s on a disk-cache hit).
         """
         if not arrays:
             arrays = tuple(np.empty(p.shape, p.dtype) for p in self.kernel_source.params)
