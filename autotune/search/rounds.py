@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,7 +66,7 @@ from .log import TrialLog
 from .records import TrialRecord, trace_key
 from .space import SearchSpace
 from .stopwatch import Stopwatch
-from .strategies import Outcome, Proposal, make_strategy
+from .strategies import Assignment, Outcome, Proposal, make_strategy
 from .strategies.optuna_storage import StudyStorage
 
 __all__ = ["CUTOFF_FACTOR", "CUTOFF_FLOOR_MS", "Search"]
@@ -147,6 +147,7 @@ class Search:
         self.best_ms: float | None = None  # the best ok median so far (sets the cutoff)
         self.fits: dict[str, _Fit] = {}  # by trace key: candidates lowered within the memory, not yet logged
         self.keys: dict[tuple[tuple[str, Any], ...], str] = {}  # knobs applied -> their trace key
+        self.unfit: set[str] = set()  # trace keys scored and found over the memory (not logged)
         self.counts: Counter[str] = Counter()
         self.round = max((r.round for r in log.records), default=-1) + 1
         self.next_trial = max((r.trial for r in log.records), default=-1) + 1
@@ -164,6 +165,8 @@ class Search:
         self.strategy.logged(log.records)
         if not log.records:  # a resumed run has proposed them already
             self.strategy.enqueue(warm or [])
+        if model.ranks:
+            self.strategy.score_with(self.score)
 
     # ---- bookkeeping -------------------------------------------------------
     @property
@@ -309,6 +312,57 @@ class Search:
         with self.clock("features"):
             fit = self.fits[key] = _Fit(trace, low.peak, low.pool_bytes, low.excess, self._row(low))
         return _Candidate(proposal, trace, key, fit)
+
+    def score(self, assignments: Sequence[Assignment]) -> np.ndarray:
+        """The cost model's prediction for each assignment (the strategy's
+        :data:`~autotune.search.strategies.Scorer`): applied and lowered as :meth:`_try` would, and
+        kept by trace key, so that a proposal scored here is not lowered again; ``inf`` for one that
+        gives no schedule, is over the memory, or has the schedule of a logged trial."""
+        out = np.full(len(assignments), np.inf)
+        rows: list[list[float]] = []
+        at: list[int] = []
+        for i, knobs in enumerate(assignments):
+            row = self._scored_row(knobs)
+            if row is not None:
+                rows.append(row)
+                at.append(i)
+        if rows:
+            with self.clock("model"):
+                out[at] = self.model.predict(_matrix(rows))
+        return out
+
+    def _scored_row(self, knobs: Assignment) -> list[float] | None:
+        """The feature row of ``knobs``' schedule when it fits the memory and has no trial yet."""
+        if knobs in self.invalid:
+            return None
+        key = self.keys.get(knobs)
+        try:
+            with self.clock("apply"):
+                sch = None if key is not None else self.space.apply(self.wl.func, dict(knobs))
+                if sch is not None:
+                    key = self.keys[knobs] = trace_key(sch.trace_json())
+        except ScheduleError:
+            return None
+        assert key is not None
+        if key in self.logged or key in self.unfit:
+            return None
+        fit = self.fits.get(key)
+        if fit is not None:
+            return fit.row
+        with self.clock("apply"):
+            sch = self.space.apply(self.wl.func, dict(knobs)) if sch is None else sch
+            trace = sch.trace_json()
+        mem = self.cfg.memory
+        with self.clock("lowering") as span:
+            low = cand.lower_candidate(sch.func, mem.pools, mem.planner, self.cfg.search.seed, mem.peak_limit)
+            if low.lowered is None:
+                span.part = "infeasible"
+        if low.lowered is None:
+            self.unfit.add(key)
+            return None
+        with self.clock("features"):
+            fit = self.fits[key] = _Fit(trace, low.peak, low.pool_bytes, low.excess, self._row(low))
+        return fit.row
 
     def _settle(
         self,

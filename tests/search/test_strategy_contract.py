@@ -8,9 +8,11 @@ so the tests assert what was proposed, never a time.
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from autotune.config import STRATEGIES as CONFIG_STRATEGIES
@@ -26,7 +28,7 @@ from autotune.search.strategies import (
     complete,
     make_strategy,
 )
-from autotune.search.strategies.evolutionary import MIN_PARENTS, POPULATION, RANDOM_SHARE
+from autotune.search.strategies.evolutionary import GENERATIONS, MIN_PARENTS, POPULATION, RANDOM_SHARE
 
 SPACE = SearchSpace(
     "small",
@@ -196,3 +198,50 @@ def test_evolutionary_improves_on_its_first_round_and_on_random_search() -> None
     # against random search's 1.15 (none at the optimum)
     assert sum(best["evolutionary"]) < sum(best["random"])
     assert 0.7 in [round(b, 9) for b in best["evolutionary"]]
+
+
+def perfect_scorer(assignments: Any) -> np.ndarray:
+    """The made-up latency as the model's prediction; the corner that does not fit: infinite."""
+    out = []
+    for knobs in assignments:
+        v = dict(knobs)
+        out.append(math.inf if v["tile"] == 16 and v["vector"] == 16 else latency(v))
+    return np.array(out)
+
+
+def test_evolutionary_breeds_generations_on_the_scorer_before_it_proposes() -> None:
+    calls: list[int] = []
+
+    def counting(assignments: Any) -> np.ndarray:
+        calls.append(len(assignments))
+        return perfect_scorer(assignments)
+
+    strategy = make_strategy(settings("evolutionary", seed=2), SPACE)
+    strategy.score_with(counting)
+    run(strategy, rounds=1)  # random: nothing to breed from, nothing scored
+    assert calls == []
+    run(strategy, rounds=1)
+    proposals = strategy.propose(10)
+    assert len(calls) == 2 * GENERATIONS  # one call per generation, each round
+    mutants = [p.values() for p in proposals if p.origin == "mutant"]
+    assert len(mutants) == 10 - round(RANDOM_SHARE * 10)
+    assert not any(v["tile"] == 16 and v["vector"] == 16 for v in mutants)  # infinite: never proposed
+    predicted = [latency(v) for v in mutants]
+    assert predicted == sorted(predicted)  # the best predicted of all generations, best first
+
+
+def test_evolutionary_with_a_scorer_finds_more_than_without() -> None:
+    best: dict[str, list[float]] = {"scorer": [], "none": [], "nan": []}
+    for seed in range(20):
+        for how in best:
+            strategy = make_strategy(settings("evolutionary", seed=seed), SPACE)
+            if how == "scorer":
+                strategy.score_with(perfect_scorer)
+            elif how == "nan":
+                strategy.score_with(lambda a: np.full(len(a), np.nan))
+            logged = run(strategy, rounds=4)
+            best[how].append(min(r.median_ms for r in logged if r.ok and r.median_ms is not None))
+    assert best["nan"] == best["none"]  # a model with no order: the first generation as it is
+    optimum = [round(b, 9) == 0.7 for b in best["scorer"]]
+    assert sum(optimum) > sum(round(b, 9) == 0.7 for b in best["none"])
+    assert sum(best["scorer"]) < sum(best["none"])

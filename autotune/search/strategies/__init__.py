@@ -4,8 +4,9 @@ One module per strategy, each registered by name for ``search.strategy`` in a co
 
 - ``optuna`` (:mod:`.optuna_study`, the default): Optuna's TPE, NSGA-II (latency and peak
   memory) or random sampler, as ``search.sampler`` says;
-- ``evolutionary`` (:mod:`.evolutionary`): mutations of the fastest measured assignments, which
-  the tuner ranks with the cost model, plus a random share (MetaSchedule's evolutionary search);
+- ``evolutionary`` (:mod:`.evolutionary`): mutations of the fastest measured assignments, bred
+  for a few generations on the cost model's predictions, plus a random share (MetaSchedule's
+  evolutionary search);
 - ``random`` (:mod:`.random_search`): uniform draws, the control.
 
 The interface and its contract are in :mod:`.base`; a new strategy is one class with
@@ -21,6 +22,7 @@ from .base import (
     Assignment,
     Outcome,
     Proposal,
+    Scorer,
     SearchStrategy,
     complete,
     make_strategy,
@@ -33,6 +35,7 @@ __all__ = [
     "Assignment",
     "Outcome",
     "Proposal",
+    "Scorer",
     "SearchStrategy",
     "complete",
     "evolutionary",

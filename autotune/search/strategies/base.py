@@ -21,7 +21,12 @@ The contract every registered strategy keeps (``tests/search/test_strategy_contr
   proposal, the trials of a resumed log;
 - :meth:`~SearchStrategy.enqueue` puts assignments first in line (a warm start);
 - :meth:`~SearchStrategy.logged` is given every trial as it is written to the log (at the start
-  of a session, every trial of the log); only a strategy that stores them does anything with it.
+  of a session, every trial of the log); only a strategy that stores them does anything with it;
+- :meth:`~SearchStrategy.score_with` hands it the tuner's :data:`Scorer`: the cost model's
+  prediction for assignments it has not proposed yet (the candidates applied and lowered as the
+  round would, infinite for one that is invalid, over the memory or measured already). A strategy
+  may use it to choose what to propose (the evolutionary strategy breeds on predictions for a few
+  generations before it proposes); the others ignore it.
 
 ``make_strategy(settings, space, storage)`` with a ``search.storage``
 (:class:`~.optuna_storage.StudyStorage`) has the strategy keep a copy of the log there
@@ -54,6 +59,7 @@ __all__ = [
     "Assignment",
     "Outcome",
     "Proposal",
+    "Scorer",
     "SearchStrategy",
     "complete",
     "make_strategy",
@@ -61,6 +67,10 @@ __all__ = [
     "register_strategy",
 ]
 
+
+Scorer = Callable[[Sequence[Assignment]], np.ndarray]
+"""Predicted cost per assignment, lower for a faster candidate; ``inf`` for one that cannot be
+measured (invalid, over the memory, measured already); NaN for all while the model has no order."""
 
 FRESH_TRIES = 8
 """A strategy that avoids proposing what it has seen draws at most this many times per proposal."""
@@ -111,6 +121,7 @@ class SearchStrategy(ABC):
         self.seed = settings.seed
         self.calls = 0
         self.seen: set[Assignment] = set()  # assignments with a trial (logged now or before)
+        self.scorer: Scorer | None = None
         self._queue: list[Assignment] = []
         self._tickets = itertools.count()
 
@@ -143,6 +154,10 @@ class SearchStrategy(ABC):
         raise ConfigError(
             f"search.storage: search.strategy {self.name!r} keeps no Optuna study; a storage needs 'optuna'"
         )
+
+    def score_with(self, scorer: Scorer | None) -> None:
+        """Use ``scorer`` (the tuner's cost-model predictions, see :data:`Scorer`) when proposing."""
+        self.scorer = scorer
 
     def logged(self, records: Sequence[TrialRecord]) -> None:  # noqa: B027 (optional hook)
         """Trials as they are written to the log; at the start of a session, every trial of the

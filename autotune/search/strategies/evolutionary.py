@@ -19,6 +19,19 @@
   taken to be over is left out; a random draw only when it is exactly the setting of an
   infeasible trial, so that the random share may still try a value that has not fitted yet.
 
+- with the tuner's scorer (:meth:`~.base.SearchStrategy.score_with`: the cost model's prediction
+  for an assignment, which the tuner applies and lowers to get it; a search with a model that
+  ranks has one), the children are bred for :data:`GENERATIONS` generations before any is
+  proposed, as MetaSchedule's genetic algorithm evolves on the model: after the first generation
+  (children of the measured population), half of each generation's children are mutants of the
+  :data:`POPULATION` best predicted so far and half of the measured population again, and the
+  proposals are the best predicted of all generations. A candidate two or three decisions from
+  every measured one (a stage moved from its register tile to an unrolled and jammed window, then
+  its tile sizes) is proposed when the model expects it to be fast, where one or two random
+  changes of a measured parent would rarely reach it. Invalid ones and those over the memory
+  (infinite predictions) are not proposed; while the model has no order (NaN), or none of the
+  first generation can be measured, the first generation is proposed as it is.
+
 The tuner lowers the proposals, ranks the feasible ones with the cost model and measures the best
 (plus its own ``search.epsilon`` share at random), so the model decides which children are worth a
 measurement; each measured child that is fast enough joins the population.
@@ -26,6 +39,7 @@ measurement; each measured child that is fast enough joins the population.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -36,7 +50,10 @@ from ..mutators import mutate
 from ..space import SearchSpace
 from .base import FRESH_TRIES, Assignment, Outcome, SearchStrategy, random_assignment, register_strategy
 
-__all__ = ["MIN_PARENTS", "NEVER_FITS_AFTER", "POPULATION", "RANDOM_SHARE", "TWO_CHANGES", "EvolutionarySearch"]
+__all__ = [
+    "GENERATIONS", "MIN_PARENTS", "NEVER_FITS_AFTER", "POPULATION", "RANDOM_SHARE", "TWO_CHANGES",
+    "EvolutionarySearch",
+]  # fmt: skip
 
 POPULATION = 16
 """The number of fastest measured assignments kept as parents."""
@@ -46,6 +63,9 @@ RANDOM_SHARE = 0.2
 """The share of each call's proposals drawn at random instead of bred."""
 TWO_CHANGES = 0.25
 """The probability that a child differs from its parent in two decisions rather than one."""
+GENERATIONS = 3
+"""Generations of children bred on the cost model's predictions before the best are proposed (the
+first bred from the measured population); 1: the first generation is proposed as it is."""
 NEVER_FITS_AFTER = 2
 """A draw is taken to be over the memory with a memory knob's value that this many infeasible
 trials have had and no feasible one (on ``examples/small.yaml`` every trial with pool1 whole at root was over
@@ -88,11 +108,46 @@ class EvolutionarySearch(SearchStrategy):
         randomly = self._within(lambda: random_assignment(self.space, rng), likely)
         if len(population) < MIN_PARENTS:
             return self._kept(self._fresh(n, lambda: (randomly(), "random"), taken), exact)
-        n_random = round(RANDOM_SHARE * n)
+        n_bred = n - round(RANDOM_SHARE * n)
         bred = self._within(lambda: self._child(population, rng), likely)
-        children = self._kept(self._fresh(n - n_random, lambda: (bred(), "mutant"), taken), likely)
+        children = self._kept(self._fresh(n_bred, lambda: (bred(), "mutant"), taken), likely)
+        if self.scorer is not None and children and GENERATIONS > 1:
+            children = self._evolve(population, [k for k, _ in children], n_bred, taken, rng)
         randoms = self._kept(self._fresh(n - len(children), lambda: (randomly(), "random"), taken), exact)
         return children + randoms
+
+    def _evolve(
+        self,
+        population: list[Assignment],
+        first: list[Assignment],
+        n: int,
+        taken: set[Assignment],
+        rng: np.random.Generator,
+    ) -> list[tuple[Assignment, str]]:
+        """The ``n`` best predicted children of :data:`GENERATIONS` generations, ``first`` the
+        first (see the module docstring); ``first`` as it is while the model has no order."""
+        assert self.scorer is not None
+        predicted = dict(zip(first, self.scorer(first)))
+        if any(math.isnan(v) for v in predicted.values()) or not _best(predicted, 1):
+            return [(k, "mutant") for k in first]  # no order to breed on
+        for _ in range(GENERATIONS - 1):
+            leaders = _best(predicted, POPULATION)
+            new = self._bred(leaders, n - n // 2, taken, rng) + self._bred(population, n // 2, taken, rng)
+            if not leaders or not new:
+                break
+            predicted.update(zip(new, self.scorer(new)))
+        return [(k, "mutant") for k in _best(predicted, n)]
+
+    def _bred(
+        self, parents: list[Assignment], n: int, taken: set[Assignment], rng: np.random.Generator
+    ) -> list[Assignment]:
+        """Up to ``n`` fresh children of ``parents`` (best first) not taken to be over the memory."""
+        if not parents:
+            return []
+        child = self._within(lambda: self._child(parents, rng), self._likely_over)
+        return [
+            k for k, _ in self._kept(self._fresh(n, lambda: (child(), "mutant"), taken), self._likely_over)
+        ]
 
     def _likely_over(self, knobs: Assignment) -> bool:
         """Whether a draw is taken to be over the memory (see the module docstring)."""
@@ -131,3 +186,9 @@ class EvolutionarySearch(SearchStrategy):
 
     def _mutate(self, parent: Assignment, rng: np.random.Generator, changes: int) -> Assignment:
         return mutate(self.space, dict(parent), rng, changes=changes)
+
+
+def _best(predicted: dict[Assignment, float], n: int) -> list[Assignment]:
+    """The ``n`` assignments of finite prediction, lowest first (ties in knob order)."""
+    finite = [(v, repr(k), k) for k, v in predicted.items() if math.isfinite(v)]
+    return [k for _, _, k in sorted(finite, key=lambda t: (t[0], t[1]))[:n]]
