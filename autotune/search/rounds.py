@@ -294,11 +294,7 @@ class Search:
             with self.clock("apply"):
                 sch = self.space.apply(self.wl.func, dict(knobs))
                 trace = sch.trace_json()
-        mem = self.cfg.memory
-        with self.clock("lowering") as span:
-            low = cand.lower_candidate(sch.func, mem.pools, mem.planner, self.cfg.search.seed, mem.peak_limit)
-            if low.lowered is None:
-                span.part = "infeasible"
+        low = self._lower(sch)
         if low.lowered is None:
             self._settle(
                 [proposal, *twins.pop(key)], low.excess,
@@ -309,9 +305,22 @@ class Search:
                 outcomes,
             )  # fmt: skip
             return None
+        return _Candidate(proposal, trace, key, self._keep(key, trace, low))
+
+    def _lower(self, sch: Schedule) -> cand.Lowering:
+        """Lower a candidate against the memory, charged to ``lowering`` or ``infeasible``."""
+        mem = self.cfg.memory
+        with self.clock("lowering") as span:
+            low = cand.lower_candidate(sch.func, mem.pools, mem.planner, self.cfg.search.seed, mem.peak_limit)
+            if low.lowered is None:
+                span.part = "infeasible"
+        return low
+
+    def _keep(self, key: str, trace: str, low: cand.Lowering) -> _Fit:
+        """The figures of a candidate that fits, kept by trace key until it is logged."""
         with self.clock("features"):
             fit = self.fits[key] = _Fit(trace, low.peak, low.pool_bytes, low.excess, self._row(low))
-        return _Candidate(proposal, trace, key, fit)
+        return fit
 
     def score(self, assignments: Sequence[Assignment]) -> np.ndarray:
         """The cost model's prediction for each assignment (the strategy's
@@ -352,17 +361,11 @@ class Search:
         with self.clock("apply"):
             sch = self.space.apply(self.wl.func, dict(knobs)) if sch is None else sch
             trace = sch.trace_json()
-        mem = self.cfg.memory
-        with self.clock("lowering") as span:
-            low = cand.lower_candidate(sch.func, mem.pools, mem.planner, self.cfg.search.seed, mem.peak_limit)
-            if low.lowered is None:
-                span.part = "infeasible"
+        low = self._lower(sch)
         if low.lowered is None:
             self.unfit.add(key)
             return None
-        with self.clock("features"):
-            fit = self.fits[key] = _Fit(trace, low.peak, low.pool_bytes, low.excess, self._row(low))
-        return fit.row
+        return self._keep(key, trace, low).row
 
     def _settle(
         self,

@@ -77,3 +77,19 @@ class InProcess(Executor):
 
     def close(self) -> None:
         pass
+
+
+def count_lowerings(monkeypatch: Any) -> list[str]:
+    """Make ``autotune.search.candidates.lower_candidate`` record each function it lowers (its
+    text) in the returned list, which grows as the search lowers."""
+    from autotune.search import candidates
+
+    lowered: list[str] = []
+    real = candidates.lower_candidate
+
+    def counting(func: Any, *args: Any) -> candidates.Lowering:
+        lowered.append(str(func))
+        return real(func, *args)
+
+    monkeypatch.setattr(candidates, "lower_candidate", counting)
+    return lowered

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from search_runs import InProcess, write_run_config
+from search_runs import InProcess, count_lowerings, write_run_config
 
 from autotune.config import load_config, load_workload
 from autotune.search import candidates
@@ -57,14 +57,8 @@ def test_scores_what_fits_refuses_the_rest_and_the_round_does_not_lower_it_again
     space = load_space(cfg.search.space, wl, cfg.memory.pools)
     fits = [candidates.complete(space, {"tile_rows": t, "strip": 0}) for t in (1, 2)]
     over = candidates.complete(space, {"at_pool1": "root"})
-    lowered: list[str] = []
     real = candidates.lower_candidate
-
-    def counting(func: Any, *args: Any) -> candidates.Lowering:
-        lowered.append(str(func))
-        return real(func, *args)
-
-    monkeypatch.setattr(candidates, "lower_candidate", counting)
+    lowered = count_lowerings(monkeypatch)
     with TrialLog(tmp_path / "trials.jsonl") as log:
         search = Search(cfg, wl, space, log, make_cost_model("xgboost", 0, None), InProcess(), False)
         assert search.strategy.scorer == search.score  # a model that ranks: the strategy gets it

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from search_runs import InProcess, write_run_config
+from search_runs import InProcess, count_lowerings, write_run_config
 
 from autotune import workloads
 from autotune.config import load_config, load_workload
@@ -118,14 +118,8 @@ def test_a_candidate_ranked_out_is_not_lowered_again(tmp_path: Path, monkeypatch
     wl = load_workload(cfg.workload)
     space = load_space(cfg.search.space, wl, cfg.memory.pools)
     assignments = [candidates.complete(space, {"tile_rows": t}) for t in (2, 4)]
-    lowered: list[str] = []
     real = candidates.lower_candidate
-
-    def counting(func: Any, *args: Any) -> candidates.Lowering:
-        lowered.append(str(func))
-        return real(func, *args)
-
-    monkeypatch.setattr(candidates, "lower_candidate", counting)
+    lowered = count_lowerings(monkeypatch)
     model = make_cost_model("xgboost", 0, None)
     with TrialLog(tmp_path / "trials.jsonl") as log:
         search = Search(cfg, wl, space, log, model, InProcess(), False)
