@@ -147,7 +147,9 @@ class Search:
         self.best_ms: float | None = None  # the best ok median so far (sets the cutoff)
         self.fits: dict[str, _Fit] = {}  # by trace key: candidates lowered within the memory, not yet logged
         self.keys: dict[tuple[tuple[str, Any], ...], str] = {}  # knobs applied -> their trace key
-        self.unfit: set[str] = set()  # trace keys scored and found over the memory (not logged)
+        self.unfit: dict[
+            str, tuple[str, cand.Lowering]
+        ] = {}  # scored over the memory, not logged: trace, lowering
         self.counts: Counter[str] = Counter()
         self.round = max((r.round for r in log.records), default=-1) + 1
         self.next_trial = max((r.trial for r in log.records), default=-1) + 1
@@ -266,20 +268,13 @@ class Search:
         if knobs in self.invalid:  # these knobs gave no schedule before
             outcomes.append(Outcome(self.invalid[knobs], proposal))
             return None
-        sch: Schedule | None = None
-        trace: str | None = None
-        key = self.keys.get(knobs)  # applied in an earlier round: the same schedule
-        if key is None:
-            try:
-                with self.clock("apply"):
-                    sch = self.space.apply(self.wl.func, dict(knobs))
-                    trace = sch.trace_json()
-                    key = self.keys[knobs] = trace_key(trace)
-            except ScheduleError as exc:
-                reason = str(exc)
-                make = lambda n: TrialRecord(n, self.round, knobs, "invalid", reason=reason)  # noqa: E731
-                self._settle([proposal], 1.0, make, outcomes)
-                return None
+        try:
+            key, sch, trace = self._apply(knobs)
+        except ScheduleError as exc:
+            reason = str(exc)
+            make = lambda n: TrialRecord(n, self.round, knobs, "invalid", reason=reason)  # noqa: E731
+            self._settle([proposal], 1.0, make, outcomes)
+            return None
         if key in self.logged:  # measured before (this run or the resumed one): nothing to measure
             outcomes.append(Outcome(self.logged[key], proposal))
             return None
@@ -290,11 +285,12 @@ class Search:
         fit = self.fits.get(key)  # lowered in an earlier round and ranked out: the same figures
         if fit is not None:
             return _Candidate(proposal, fit.trace, key, fit)
-        if sch is None or trace is None:  # applied before, but neither logged nor lowered within the memory
-            with self.clock("apply"):
-                sch = self.space.apply(self.wl.func, dict(knobs))
-                trace = sch.trace_json()
-        low = self._lower(sch)
+        over = self.unfit.pop(key, None)  # scored over the memory: its lowering's figures
+        if over is not None:
+            trace, low = over
+        else:
+            sch, trace = self._applied(knobs, sch, trace)
+            low = self._lower(sch)
         if low.lowered is None:
             self._settle(
                 [proposal, *twins.pop(key)], low.excess,
@@ -306,6 +302,26 @@ class Search:
             )  # fmt: skip
             return None
         return _Candidate(proposal, trace, key, self._keep(key, trace, low))
+
+    def _apply(self, knobs: Assignment) -> tuple[str, Schedule | None, str | None]:
+        """``knobs``' trace key, with their schedule and its trace when applied now (None for both
+        when an earlier call keyed them). Raises ScheduleError for knobs that give no schedule."""
+        key = self.keys.get(knobs)
+        if key is not None:
+            return key, None, None
+        with self.clock("apply"):
+            sch = self.space.apply(self.wl.func, dict(knobs))
+            trace = sch.trace_json()
+        self.keys[knobs] = key = trace_key(trace)
+        return key, sch, trace
+
+    def _applied(self, knobs: Assignment, sch: Schedule | None, trace: str | None) -> tuple[Schedule, str]:
+        """``sch`` and ``trace`` from :meth:`_apply`, applied again when it had keyed them before."""
+        if sch is None or trace is None:
+            with self.clock("apply"):
+                sch = self.space.apply(self.wl.func, dict(knobs))
+                trace = sch.trace_json()
+        return sch, trace
 
     def _lower(self, sch: Schedule) -> cand.Lowering:
         """Lower a candidate against the memory, charged to ``lowering`` or ``infeasible``."""
@@ -344,26 +360,19 @@ class Search:
         """The feature row of ``knobs``' schedule when it fits the memory and has no trial yet."""
         if knobs in self.invalid:
             return None
-        key = self.keys.get(knobs)
         try:
-            with self.clock("apply"):
-                sch = None if key is not None else self.space.apply(self.wl.func, dict(knobs))
-                if sch is not None:
-                    key = self.keys[knobs] = trace_key(sch.trace_json())
+            key, sch, trace = self._apply(knobs)
         except ScheduleError:
             return None
-        assert key is not None
         if key in self.logged or key in self.unfit:
             return None
         fit = self.fits.get(key)
         if fit is not None:
             return fit.row
-        with self.clock("apply"):
-            sch = self.space.apply(self.wl.func, dict(knobs)) if sch is None else sch
-            trace = sch.trace_json()
+        sch, trace = self._applied(knobs, sch, trace)
         low = self._lower(sch)
         if low.lowered is None:
-            self.unfit.add(key)
+            self.unfit[key] = (trace, low)
             return None
         return self._keep(key, trace, low).row
 
