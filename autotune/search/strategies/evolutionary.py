@@ -109,12 +109,11 @@ class EvolutionarySearch(SearchStrategy):
         if len(population) < MIN_PARENTS:
             return self._kept(self._fresh(n, lambda: (randomly(), "random"), taken), exact)
         n_bred = n - round(RANDOM_SHARE * n)
-        bred = self._within(lambda: self._child(population, rng), likely)
-        children = self._kept(self._fresh(n_bred, lambda: (bred(), "mutant"), taken), likely)
+        children = self._bred(population, n_bred, taken, rng)
         if self.scorer is not None and children and GENERATIONS > 1:
-            children = self._evolve(population, [k for k, _ in children], n_bred, taken, rng)
+            children = self._evolve(population, children, n_bred, taken, rng)
         randoms = self._kept(self._fresh(n - len(children), lambda: (randomly(), "random"), taken), exact)
-        return children + randoms
+        return [(k, "mutant") for k in children] + randoms
 
     def _evolve(
         self,
@@ -123,20 +122,20 @@ class EvolutionarySearch(SearchStrategy):
         n: int,
         taken: set[Assignment],
         rng: np.random.Generator,
-    ) -> list[tuple[Assignment, str]]:
+    ) -> list[Assignment]:
         """The ``n`` best predicted children of :data:`GENERATIONS` generations, ``first`` the
         first (see the module docstring); ``first`` as it is while the model has no order."""
         assert self.scorer is not None
         predicted = dict(zip(first, self.scorer(first)))
         if any(math.isnan(v) for v in predicted.values()) or not _best(predicted, 1):
-            return [(k, "mutant") for k in first]  # no order to breed on
+            return first  # no order to breed on
         for _ in range(GENERATIONS - 1):
             leaders = _best(predicted, POPULATION)
             new = self._bred(leaders, n - n // 2, taken, rng) + self._bred(population, n // 2, taken, rng)
             if not leaders or not new:
                 break
             predicted.update(zip(new, self.scorer(new)))
-        return [(k, "mutant") for k in _best(predicted, n)]
+        return _best(predicted, n)
 
     def _bred(
         self, parents: list[Assignment], n: int, taken: set[Assignment], rng: np.random.Generator
