@@ -156,12 +156,38 @@ class ExprWriter:
         """
         if self.values and not ir.free_vars(e).isdisjoint(self.values):
             e = self._substituted(e)  # one text per element: the copies of unrolled code share loads
+        if self.cse is not None and not E.is_float(e.dtype):
+            shared = self._shared_index(e)
+            if shared is not None:
+                return shared
         text = self.expr(e)
         if isinstance(e, E.IntImm) or (isinstance(e, E.Var) and e not in self.bound) or text.isdigit():
             return text
         if E.is_float(e.dtype):
             return text  # not an index: numba rejects it, and the kernel fails to compile
         return f"np.uintp({text})"
+
+    def _shared_index(self, e: E.Expr) -> str | None:
+        """In a straight-line region, ``np.uintp(ix + 5)`` for an index ``base + 5`` whose ``base``
+        (two or more operations on values the region does not change) becomes one local ``ix``,
+        shared by every copy that indexes relative to it; None for any other index.
+
+        A register tile's copies index the same row or window at constant offsets: a 16 x 32 tile
+        repeated ``rc * 96 + o_0 * 32 + k`` in 512 loads. numba's frontend types and lowers every
+        operation of every copy, and its compile time, not LLVM's, dominated the tile's build
+        (``experiments/compile_time.py``). Whether an index is shared depends on its base alone,
+        so every copy of a load has the same text and the region loads it once.
+        """
+        base, offset = e, 0
+        while isinstance(base, (E.Add, E.Sub)) and isinstance(base.b, E.IntImm):
+            offset += base.b.value if isinstance(base, E.Add) else -base.b.value
+            base = base.a
+        if len(ir.collect(base, E.BinaryOp)) < 2 or not self._immutable(base):
+            return None
+        name = self._local(self.expr(base), "ix")
+        if offset == 0:
+            return f"np.uintp({name})"
+        return f"np.uintp({name} {'+' if offset > 0 else '-'} {abs(offset)})"
 
     # ---- registers --------------------------------------------------------
     def declare_registers(self, buf: ir.Buffer, names: list[str]) -> None:

@@ -35,7 +35,7 @@ from math import prod
 from .. import ir
 from ..errors import CodegenError
 from .exprgen import ExprWriter
-from .names import SELECT, Names
+from .names import NEST_COMPILER, SELECT, Names
 from .signature import NestModule
 
 __all__ = ["Outlined", "nest_module", "outlined_args"]
@@ -135,6 +135,7 @@ def nest_module(nest: Outlined, constants: list[tuple[str, str]], decorator: str
         "import numba",
         "import numpy as np",
         *([f"from autotune.codegen.runtime import select as {SELECT}"] if uses_select else []),
+        f"from autotune.codegen.runtime import NestCompiler as {NEST_COMPILER}",
         "",
         *(f"{new} = {values[old]}" for old, new in renamed.items()),
         "",

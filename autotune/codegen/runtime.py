@@ -1,4 +1,5 @@
-"""Functions the generated kernels call (this module imports numba: only kernels import it).
+"""Functions and the compiler pipeline the generated kernels use (this module imports numba:
+only kernels import it).
 
 ``select(cond, a, b)`` is ``a if cond else b`` as one LLVM ``select`` instruction:
 both values are computed and no branch is taken. The code generator writes it for a
@@ -6,6 +7,8 @@ select whose two values read only inside their buffers (a padded window whose lo
 ``clamp_guarded_loads`` keeps in bounds), so a register tile of padded loads stays
 straight-line code: SLP can pack the selects of neighbouring channels into vector
 blends, and numba compiles one call instead of a branch and a merge per element.
+
+``NestCompiler`` is the pipeline of every outlined nest (``pipeline_class=`` in its decorator).
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from numba import types
+from numba.core.compiler import CompilerBase, DefaultPassBuilder
+from numba.core.compiler_machinery import PassManager
 from numba.extending import intrinsic
 
 
@@ -31,3 +36,20 @@ def select(typingctx: Any, cond: Any, a: Any, b: Any) -> Any:
         return builder.select(c, x, y)
 
     return sig, codegen
+
+
+class NestCompiler(CompilerBase):  # type: ignore[misc]
+    """numba's nopython pipeline without its SSA reconstruction, for outlined nests.
+
+    numba rebuilds SSA once per variable assigned more than once, each time over the whole
+    function: a register tile's accumulators (assigned before the reduction loop and in it)
+    made it quadratic in the tile, 512 accumulators x 30,000 statements. numba compiles
+    without it where it inlines functions (the pipeline's ``enable_ssa`` flag); a nest is
+    typed the same either way (every accumulator keeps its one dtype) and LLVM builds its
+    own SSA form from numba's stack slots. The kernel's entry function keeps the default
+    pipeline: its parallel loops need SSA. What it saves: ``experiments/compile_time.py``.
+    """
+
+    def define_pipelines(self) -> list[PassManager]:
+        self.state.flags.enable_ssa = False
+        return [DefaultPassBuilder.define_nopython_pipeline(self.state)]

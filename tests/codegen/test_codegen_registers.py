@@ -37,7 +37,7 @@ def test_register_tile_is_scalar_variables(mm):
     assert re.findall(r"\bmatmul_local_\d+\b", text).count("matmul_local_31") >= 3  # zeroed, updated, stored
     # the update of the first row of the tile, and its store to C
     assert "matmul_local_0 = matmul_local_0 + ld * ld_1" in text
-    assert "matmul_flat[np.uintp(io * 64 + jo * 8 + 55)] = matmul_local_31" in text
+    assert "ix_2 = io * 64 + jo * 8\n" in text and "matmul_flat[np.uintp(ix_2 + 55)] = matmul_local_31" in text
     # no array for the tile: not an argument, never indexed, not in the plan
     assert "matmul_local[" not in text and "matmul_local_data" not in text
     assert src.storage == () and src.arg_names == ("A", "B", "matmul_1")

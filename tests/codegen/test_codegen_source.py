@@ -169,9 +169,10 @@ def test_loop_kinds() -> None:
     assert src.parallel and "parallel=True" in src.text
     assert "for i in numba.prange(4):" in src.text
     assert "for j in range(4):" in src.text
-    # unrolled copies k = 0 and k = 3; A is read-only, its loads become locals
-    assert "ld = A[np.uintp(i * 16 + j * 4)]\n            B[np.uintp(i * 16 + j * 4)] = ld\n" in src.text
-    assert "ld_3 = A[np.uintp(i * 16 + j * 4 + 3)]\n            B[np.uintp(i * 16 + j * 4 + 3)] = ld_3\n" in src.text
+    # unrolled copies k = 0 and k = 3; A is read-only, its loads become locals, and the copies
+    # index relative to one local holding the index they share
+    assert "ix = i * 16 + j * 4\n            ld = A[np.uintp(ix)]\n            B[np.uintp(ix)] = ld\n" in src.text
+    assert "ld_3 = A[np.uintp(ix + 3)]\n            B[np.uintp(ix + 3)] = ld_3\n" in src.text
     assert "for k in" not in src.text
     assert f"for m in range(2, {UNROLL_LIMIT + 3}):\n        pass" in src.text  # extent > UNROLL_LIMIT: a loop
 

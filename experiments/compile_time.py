@@ -1,0 +1,203 @@
+"""What a change to the code generator does to the seconds a kernel takes to compile and to run.
+
+    .venv/bin/python experiments/compile_time.py --before /tmp/ct/before [--after .] [--rounds 15]
+
+For each schedule below (the stored and the tuned bests of bottleneck 112x112, pool_chain and
+matmul), replays its trace, lowers it and builds + compiles its kernel in one fresh process per
+code version, with an empty kernel cache (a ``tempfile.TemporaryDirectory``: numba's disk cache
+beside the modules is empty too), as a tune's worker does; the seconds are wall seconds of
+:func:`autotune.codegen.build` (writes and imports the modules, which compiles the outlined nests)
+plus ``Kernel.compile`` (the entry function). ``--before`` and ``--after`` are source trees (``git
+worktree add``), each put first on ``PYTHONPATH`` of its process.
+
+Then one process (the ``--after`` code) times the two versions' kernels against each other: each
+version's standalone kernel text (``Kernel.source``) imported as a module, called on the same
+inputs, outputs and storage (the lowering, hence the storage, is the same in both versions),
+``--rounds`` rounds of 40 calls each, the versions in turn within a round; the figure is the median
+over rounds of after/before, and both outputs are checked against the workload's reference.
+Writes ``results/compile_time.md`` with the figures of this one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = REPO / "experiments" / "configs" / "builtins_64"
+SCHEDULES = (
+    ("bottleneck, stored best", "bottleneck_evolutionary.yaml", "results/bottleneck/best.json"),
+    ("bottleneck, tuned seed 0", "bottleneck_evolutionary.yaml", "results/builtins_64/bottleneck_evolutionary/best.json"),
+    ("bottleneck, tuned seed 1", "bottleneck_evolutionary.yaml", "results/builtins_64/bottleneck_evolutionary_seed1/best.json"),
+    ("bottleneck, tuned seed 2", "bottleneck_evolutionary.yaml", "results/builtins_64/bottleneck_evolutionary_seed2/best.json"),
+    ("pool_chain, stored best", "pool_chain.yaml", "results/pool_chain/best.json"),
+    ("matmul, stored best", "matmul.yaml", "results/matmul/best.json"),
+)
+CALLS = 40
+
+
+def _lowered(config: str, best_path: str) -> tuple[Any, Any]:
+    """The workload of ``config`` and the lowering of the schedule stored in ``best_path``."""
+    from autotune.config import load_config
+    from autotune.lowering import lower
+    from autotune.memory import Pool
+    from autotune.schedule import Schedule
+    from autotune.workloads import get
+
+    cfg = load_config(CONFIGS / config)
+    wl = get(cfg.workload.name, **dict(cfg.workload.args))
+    best = json.loads((REPO / best_path).read_text(encoding="utf-8"))
+    pools = tuple(Pool(p.name, p.size) for p in cfg.memory.pools)
+    sch = Schedule.replay(wl.func, json.dumps(best["trace"]))
+    return wl, lower(sch.func, pools=pools, planner=cfg.memory.planner, seed=cfg.search.seed)
+
+
+def child(out_dir: Path) -> dict[str, Any]:
+    """Build and compile every schedule with the code of this process; write each standalone text."""
+    import autotune
+    from autotune.codegen import build
+
+    figures = []
+    with tempfile.TemporaryDirectory() as cache:
+        for k, (label, config, best_path) in enumerate(SCHEDULES):
+            _, lowered = _lowered(config, best_path)
+            start = time.perf_counter()
+            kernel = build(lowered.func, lowered.plan, cache_dir=cache)
+            kernel.compile()
+            seconds = time.perf_counter() - start
+            (out_dir / f"kernel_{k}.py").write_text(kernel.source, encoding="utf-8")
+            figures.append({"schedule": label, "seconds": round(seconds, 2), "lines": kernel.source.count("\n")})
+    return {"autotune": str(Path(autotune.__file__).parent), "kernels": figures}
+
+
+def _standalone(path: Path, kernel: Any, args: tuple[Any, ...]) -> Any:
+    """The entry function of the standalone kernel text at ``path``, compiled as ``build`` and
+    ``Kernel.compile`` compile ``kernel`` (the nests with their vectoriser when the module is
+    imported, the entry function with the kernel's) and run once on ``args``."""
+    from autotune.codegen.build import _import, _numba, _vectorizer
+
+    source = kernel.kernel_source
+    module = _import(f"compile_time_{path.parent.name}_{path.stem}", path, source.outlined_vectorizer or "loop")
+    fn = getattr(module, source.name)
+    with _vectorizer(_numba(), source.vectorizer):
+        fn(*args)
+    return fn
+
+
+def timing(dirs: dict[str, Path], rounds: int) -> list[dict[str, Any]]:
+    """Time the versions' kernels against each other, schedule by schedule (see the module's text)."""
+    import numpy as np
+
+    from autotune.codegen import build
+
+    rows = []
+    with tempfile.TemporaryDirectory() as cache:
+        for k, (label, config, best_path) in enumerate(SCHEDULES):
+            wl, lowered = _lowered(config, best_path)
+            kernel = build(lowered.func, lowered.plan, cache_dir=cache)  # storage and the entry's name
+            inputs = wl.make_inputs(0)
+            want = wl.reference(*inputs)
+            runs: dict[str, Any] = {}
+            errors: dict[str, float] = {}
+            for version, d in dirs.items():
+                outs = [np.full(b.const_shape(), np.nan, b.dtype) for b in wl.func.outputs]
+                fn = _standalone(d / f"kernel_{k}.py", kernel, (*inputs, *outs, *kernel.storage))
+                errors[version] = max(float(np.max(np.abs(o - w))) for o, w in zip(outs, want))
+                runs[version] = (fn, outs)
+            ms: dict[str, list[float]] = {v: [] for v in runs}
+            for _ in range(rounds):
+                for version, (fn, outs) in runs.items():
+                    start = time.perf_counter()
+                    for _ in range(CALLS):
+                        fn(*inputs, *outs, *kernel.storage)
+                    ms[version].append((time.perf_counter() - start) / CALLS * 1e3)
+            ratios = sorted(a / b for a, b in zip(ms["after"], ms["before"]))
+            rows.append({
+                "schedule": label,
+                "before_ms": sorted(ms["before"])[rounds // 2],
+                "after_ms": sorted(ms["after"])[rounds // 2],
+                "ratio": ratios[rounds // 2],
+                "max_abs_err": errors,
+            })
+    return rows
+
+
+def run_child(tree: Path, out_dir: Path) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    env.pop("AUTOTUNE_CACHE_DIR", None)
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", str(out_dir)], env=env, cwd=tree, check=True, capture_output=True,
+        text=True,
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def report(builds: dict[str, dict[str, Any]], times: list[dict[str, Any]], command: str, rounds: int) -> str:
+    from autotune.search.records import machine
+
+    host = machine()
+    lines = [
+        "# Compile and run seconds of generated kernels, before and after a code generator change",
+        "",
+        f"Host: {host['cpu']} (LLVM cpu `{host['llvm_cpu']}`, {'AVX-512' if 'avx512f' in host['isa'] else 'AVX2'}), "
+        f"{host['cores']} cores; written by "
+        "`experiments/compile_time.py` (its docstring says how each figure is made). One run:",
+        "",
+        f"    {command}",
+        "",
+        f"`before`: `{builds['before']['autotune']}`; `after`: `{builds['after']['autotune']}`.",
+        "",
+        "| schedule | kernel lines before / after | build + compile s before | after | after/before "
+        f"| run ms before | after | after/before (median of {rounds} rounds) | max abs err before / after |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    total_b = total_a = 0.0
+    for kb, ka, t in zip(builds["before"]["kernels"], builds["after"]["kernels"], times):
+        total_b += kb["seconds"]
+        total_a += ka["seconds"]
+        err = t["max_abs_err"]
+        lines.append(
+            f"| {t['schedule']} | {kb['lines']} / {ka['lines']} | {kb['seconds']:.1f} | {ka['seconds']:.1f} | "
+            f"{ka['seconds'] / kb['seconds']:.2f} | {t['before_ms']:.4f} | {t['after_ms']:.4f} | {t['ratio']:.3f} | "
+            f"{err['before']:.1e} / {err['after']:.1e} |"
+        )
+    lines += ["", f"Build + compile, all schedules: {total_b:.1f} s before, {total_a:.1f} s after ({total_a / total_b:.2f})."]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--child", type=Path, help="build with this process's code, write kernels here; print JSON")
+    parser.add_argument("--before", type=Path)
+    parser.add_argument("--after", type=Path, default=REPO)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--output", type=Path, default=REPO / "results" / "compile_time.md")
+    args = parser.parse_args()
+    if args.child is not None:
+        print(json.dumps(child(args.child)))
+        return 0
+    if args.before is None:
+        parser.error("--before (a source tree of the code to compare with) is required")
+    with tempfile.TemporaryDirectory() as work:
+        dirs = {v: Path(work) / v for v in ("before", "after")}
+        builds = {}
+        for version, tree in (("before", args.before), ("after", args.after)):
+            dirs[version].mkdir()
+            builds[version] = run_child(tree.resolve(), dirs[version])
+            print(version, builds[version], flush=True)
+        times = timing(dirs, args.rounds)
+    text = report(builds, times, " ".join([".venv/bin/python experiments/compile_time.py", *sys.argv[1:]]), args.rounds)
+    args.output.write_text(text, encoding="utf-8")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
