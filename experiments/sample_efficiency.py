@@ -1,24 +1,68 @@
 """Sample efficiency of the search strategies: best-so-far latency against measured trials.
 
-    .venv/bin/python experiments/sample_efficiency.py [--workloads small attention dw_separable]
-        [--strategies random tpe evolutionary] [--trials 48] [--seeds 0] [--workers 1]
+    .venv/bin/python experiments/sample_efficiency.py [--workloads W ...] [--strategies S ...]
+        [--trials 64] [--seeds 0 1 2] [--workers 1] [--runs DIR] [--output DIR] [--train-logs GLOB ...]
 
-Each workload's config (``examples/small.yaml``; the generality benchmark's chains in
-``experiments/configs/generality/``) is tuned once per strategy and seed, with no warm start and
-the config's pools and ``peak_limit``, on the local executor:
+Options:
 
-- ``random``: ``search.strategy: random``, no cost model (the control);
-- ``tpe``: Optuna's TPE, no cost model (every measured trial is TPE's own draw);
-- ``evolutionary``: ``search.strategy: evolutionary`` with the XGBoost ranking model
-  (64 proposals a round, 8 measured: the best by the model and a quarter at random).
+- ``--workloads``: the configs tuned (default ``pool_chain bottleneck matmul attention
+  dw_separable``): ``small`` (``examples/small.yaml``, pool_chain at 36x36x16); the built-ins
+  ``pool_chain``, ``bottleneck`` and ``matmul`` (``experiments/configs/builtins_64/<name>.yaml``);
+  the generality benchmark's chains ``attention``, ``dw_separable``, ``lenet_pool_conv``, ``mlp``,
+  ``se_block``, ``resnet_body`` and ``mbconv5`` (``experiments/configs/generality/<name>.yaml``).
+  All search the rules' space ``cascade`` with the config's pools, ``peak_limit`` and measurement.
+- ``--strategies`` (default all four), each with no warm start, no mutation, no time budget and
+  rounds of 64 proposals of which 8 are measured:
 
-From each run's ``trials.jsonl``: the best ``ok`` median so far after each measured trial (every
-status but ``infeasible`` uses the budget); the best latency any run of the workload found; the
-measured trials each run needed to come within 5% of it; the search loop's wall time; the
-infeasible and invalid trials. The latencies are the search's own medians, measured while the run
-went on, so runs done at different times on a loaded machine differ by noise too. A run whose
-``best.json`` exists under ``results/sample_efficiency_runs/`` is read, not run again.
-Writes ``results/sample_efficiency.md``, ``.json`` and ``.png``.
+  - ``random``: ``search.strategy: random``, no cost model (the control);
+  - ``tpe``: Optuna's TPE, no cost model (every measured trial is TPE's own draw);
+  - ``evolutionary``: ``search.strategy: evolutionary`` with the XGBoost ranking model from scratch
+    (a round measures the best 6 by the model and 2 at random);
+  - ``pretrained``: the same, the model starting from ``search.cost_model: {kind: xgboost,
+    pretrained: DIR/<workload>/pretrained_model.json}``, trained on the other workloads' logs.
+
+- ``--trials``: the measured-trial budget of each run (default 64); ``--seeds`` (default 0 1 2);
+  ``--workers``: processes of the local executor (default 1).
+- ``--runs DIR`` (default ``results/sample_efficiency_runs``): each run goes to
+  ``DIR/<workload>/<strategy>-s<seed>/`` (the tuner's outputs, and ``wall.json``: the run's wall
+  time and the sha256 of the model file it started from). A run there whose ``best.json`` exists,
+  whose last session has the fingerprint (``autotune.search.records.fingerprint``) and trial budget
+  of the config this script builds, and (``pretrained``) whose model file is unchanged, is read,
+  not run again; any other is removed and run afresh.
+- ``--output DIR`` (default ``results``): where ``sample_efficiency.md``, ``.json`` and ``.png`` go.
+- ``--train-logs GLOB ...`` (default ``results/*/trials.jsonl results/*/*/trials.jsonl``, relative
+  to the repository): the logs a pretrained model may be trained on; logs under ``--runs`` never
+  are, so the training set does not grow with this experiment's own runs.
+
+The pretrained model of a workload is trained once, when ``DIR/<workload>/pretrained_model.json``
+does not exist (delete it to train again), by :func:`autotune.search.cost_model_train.train` (what
+``autotune train-cost-model`` calls: a quarter of each log held out to score the model, then the
+model fitted on every ``ok`` trial; seed 0) and written with
+:func:`autotune.search.cost_model.save_model`. The workload of a log is the one that
+:func:`~autotune.search.cost_model_train.run_setup` replays it on (the run's ``best.json``, else its
+``run.jsonl`` config; not the directory name, which is a run's name such as
+``bottleneck_evolutionary_seed1`` or ``small``), compared without its arguments: tuning ``small``
+leaves out every pool_chain log, and the reverse. A log is also left out when its ``run.jsonl``
+does not record that it was timed on this host's CPU (LLVM cpu name and vector ISA; a log with no
+``run.jsonl`` records no host at all), or when the project can no longer read it. The model file
+lists the logs it was trained on, those left out and why, and the held-out scores; the report
+counts them per workload. Training takes place outside the runs and is not in their wall time. As
+:mod:`autotune.search.cost_model` has it, until a run has fitted the model on 4 of its own trials,
+a model trained on other workloads ranks by the roofline estimate's line alone (the slope fitted
+there, its trees counting 0), in the same order as ``evolutionary``'s model from scratch: the two
+can differ only from the first fit on (the second round, as a rule), when the run's trees are
+boosted on top of the pretrained ones.
+
+Figures, from each run's ``trials.jsonl``: the best ``ok`` median so far after each measured trial
+(every status but ``infeasible`` uses the budget); the best latency any run of the workload in the
+report found; the measured trials each run needed to come within 5% of it; the search loop's wall
+time (``TuneResult.driver.total_s``: without the setup, the end's re-measurement and report), and
+the whole ``tune`` call's; the infeasible and invalid trials. Per workload and strategy, the verdict counts the seeds that came
+within 5% in at most 64 measured trials with a search wall of at most 180 s, and compares the mean
+trials-to-5% of each model-guided strategy (over its seeds that got there) with random's. The
+latencies are the search's own medians, measured while the run went on, so runs done at different
+times on a loaded machine differ by noise too; the report gives the host (``machine()``), its load
+average at the start and end of the invocation, and how many runs were read from earlier ones.
 """
 
 from __future__ import annotations
@@ -26,88 +70,239 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
+import glob
+import hashlib
 import json
+import math
+import os
+import shutil
+import statistics
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from autotune.config import load_config
+from autotune.config import RunConfig, load_config
+from autotune.errors import AutotuneError
 from autotune.report import write_report
-from autotune.search.log import load
-from autotune.search.records import machine
+from autotune.search.cost_model import save_model
+from autotune.search.cost_model_train import LogRows, log_rows, run_setup, train
+from autotune.search.log import load, load_sessions
+from autotune.search.records import config_fields, fingerprint, machine
 from autotune.search.tuner import tune
 
 REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "results"
-RUNS = RESULTS / "sample_efficiency_runs"
+BUILTINS = REPO / "experiments" / "configs" / "builtins_64"
+GENERALITY = REPO / "experiments" / "configs" / "generality"
+CHAINS = ("attention", "dw_separable", "lenet_pool_conv", "mlp", "se_block", "resnet_body", "mbconv5")
 WORKLOADS = {
     "small": REPO / "examples" / "small.yaml",
-    "attention": REPO / "experiments" / "configs" / "generality" / "attention.yaml",
-    "dw_separable": REPO / "experiments" / "configs" / "generality" / "dw_separable.yaml",
-    "lenet_pool_conv": REPO / "experiments" / "configs" / "generality" / "lenet_pool_conv.yaml",
+    **{name: BUILTINS / f"{name}.yaml" for name in ("pool_chain", "bottleneck", "matmul")},
+    **{name: GENERALITY / f"{name}.yaml" for name in CHAINS},
 }
+DEFAULT_WORKLOADS = ["pool_chain", "bottleneck", "matmul", "attention", "dw_separable"]
 STRATEGIES: dict[str, dict[str, Any]] = {
     "random": {"strategy": "random", "cost_model": "none"},
     "tpe": {"strategy": "optuna", "sampler": "tpe", "cost_model": "none"},
     "evolutionary": {"strategy": "evolutionary", "cost_model": "xgboost"},
+    "pretrained": {"strategy": "evolutionary", "cost_model": "xgboost"},
 }
+MODEL_GUIDED = ("evolutionary", "pretrained")
+TRAIN_LOGS = ["results/*/trials.jsonl", "results/*/*/trials.jsonl"]
+MODEL_NAME = "pretrained_model.json"
 WITHIN = 1.05
 """A run has found the best when its best so far is within 5% of the best any run found."""
-HOST = "AMD EPYC (LLVM znver5), AVX-512, 2 cores shared with three other engineers' test suites and runs"
+TARGET_TRIALS = 64
+TARGET_WALL_S = 180.0
+COLOURS = {"random": "C0", "tpe": "C1", "evolutionary": "C2", "pretrained": "C3"}
 
 
-def run_one(workload: str, strategy: str, seed: int, trials: int, workers: int) -> dict[str, Any]:
+def rel(path: Path) -> str:
+    """``path`` relative to the repository when it is inside it."""
+    path = path.resolve()
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def workload_key(wl: str) -> str:
+    """The chain a config tunes, as :func:`run_setup` names a log's: the registry name or the function."""
+    w = load_config(WORKLOADS[wl]).workload
+    return w.name if w.name is not None else str(w.path).rsplit(":", 1)[-1]
+
+
+# ---------------------------------------------------------------- the pretrained models
+
+
+@dataclasses.dataclass(frozen=True)
+class Log:
+    """A run directory with a trial log: its workload (None when unreadable), and why a model may
+    not be trained on it (empty: it may)."""
+
+    path: Path
+    workload: str | None
+    reason: str = ""
+
+
+def find_logs(patterns: list[str], runs: Path, host: dict[str, Any]) -> list[Log]:
+    """The run directories of the logs matching ``patterns`` (relative to the repository), but
+    those under ``runs``, each with its workload and whether it was timed on ``host``'s CPU."""
+    found = {Path(p).resolve().parent for pat in patterns for p in glob.glob(str(REPO / pat))}
+    logs = []
+    for d in sorted(found):
+        if d.is_relative_to(runs.resolve()):
+            continue
+        try:
+            key: str | None = run_setup(d).key
+            machines = [s["session"].get("machine", {}) for s in load_sessions(d) if "session" in s]
+        except AutotuneError as exc:
+            logs.append(Log(d, None, f"unreadable ({exc})"))
+            continue
+        cpus = {(m.get("llvm_cpu"), tuple(m.get("isa", []))) for m in machines}
+        if not cpus:
+            reason = "its host is not recorded"
+        elif cpus != {(host["llvm_cpu"], tuple(host["isa"]))}:
+            reason = f"timed on {', '.join(sorted(str(c[0]) for c in cpus))} or another ISA"
+        else:
+            reason = ""
+        logs.append(Log(d, key, reason))
+    return logs
+
+
+def train_model(key: str, logs: list[Log], path: Path, cache: dict[Path, LogRows]) -> None:
+    """Train the model for the workload ``key`` on every usable log of another workload, and write it."""
+    start = time.perf_counter()
+    used = [log for log in logs if not log.reason and log.workload != key]
+    rows = []
+    for log in used:
+        if log.path not in cache:
+            print(f"  features of {rel(log.path)}", file=sys.stderr, flush=True)
+            cache[log.path] = log_rows(log.path)
+        rows.append(cache[log.path])
+    model, held = train(rows, holdout=0.25, seed=0)
+    left = [
+        {"run": rel(log.path), "workload": log.workload, "reason": log.reason or "the tuned workload"}
+        for log in logs
+        if log not in used
+    ]
+    meta = {
+        "trained_on": [
+            {"run": rel(log.path), "workload": log.workload, "ok_trials": len(r.y), "skipped": r.skipped}
+            for log, r in zip(used, rows)
+        ],
+        "left_out": left,
+        "held_out": [h.to_json() for h in held],
+        "holdout": 0.25,
+        "seed": 0,
+        "train_s": time.perf_counter() - start,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_model(model, path, meta)
+
+
+def model_meta(path: Path) -> dict[str, Any]:
+    """A model file's fields but the booster."""
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    return {k: v for k, v in doc.items() if k != "booster"}
+
+
+# ---------------------------------------------------------------- the runs
+
+
+def configure(wl: str, strategy: str, seed: int, args: argparse.Namespace, model: Path | None) -> RunConfig:
+    """The config of one run: the workload's, with the strategy's search settings."""
+    out = (args.runs / wl / f"{strategy}-s{seed}").resolve()
+    cfg = load_config(WORKLOADS[wl], {"trials": args.trials, "seed": seed, "output": str(out)})
+    settings = {"sampler": "tpe", **STRATEGIES[strategy]}
+    search = dataclasses.replace(
+        cfg.search, batch=64, measure_per_round=8, mutation=0.0, warm_start=None, time_budget=None,
+        pretrained=model if strategy == "pretrained" else None, **settings,
+    )  # fmt: skip
+    return dataclasses.replace(cfg, search=search, ray=dataclasses.replace(cfg.ray, workers=args.workers))
+
+
+def finished(cfg: RunConfig, model_sha: str | None) -> bool:
+    """Whether ``cfg.output`` holds a finished run of ``cfg`` (see the module docstring)."""
+    out = cfg.output
+    if not (out / "best.json").is_file():
+        return False
+    starts = [line["session"] for line in load_sessions(out) if "session" in line]
+    wall = json.loads((out / "wall.json").read_text()) if (out / "wall.json").is_file() else {}
+    return (
+        bool(starts)
+        and starts[-1].get("fingerprint") == fingerprint(config_fields(cfg))
+        and starts[-1].get("trials") == cfg.search.trials
+        and wall.get("pretrained_sha256") == model_sha
+    )
+
+
+def run_one(cfg: RunConfig, wl: str, strategy: str, seed: int) -> dict[str, Any]:
     """Tune one workload with one strategy and seed (or read the finished run); its curve and figures."""
-    out = RUNS / workload / f"{strategy}-s{seed}"
-    wall = None
-    if not (out / "best.json").exists():
-        cfg = load_config(WORKLOADS[workload], {"trials": trials, "seed": seed, "output": str(out)})
-        settings = {"sampler": "tpe", **STRATEGIES[strategy]}
-        search = dataclasses.replace(
-            cfg.search,
-            batch=64,
-            measure_per_round=8,
-            mutation=0.0,
-            warm_start=None,
-            time_budget=None,
-            **settings,
-        )
-        cfg = dataclasses.replace(cfg, search=search, ray=dataclasses.replace(cfg.ray, workers=workers))
-        if out.exists():  # an unfinished run: start again
-            for f in sorted(out.iterdir()):
-                f.unlink()
-            out.rmdir()
+    out = cfg.output
+    model_sha = sha256(cfg.search.pretrained) if cfg.search.pretrained is not None else None
+    ran = not finished(cfg, model_sha)
+    if ran:
+        if out.exists():  # unfinished, or of another config: start again
+            shutil.rmtree(out)
         start = time.perf_counter()
         result = tune(cfg, progress=False, executor="local", report=write_report)
         wall = {
             "search_s": result.driver.total_s if result.driver else None,
             "total_s": time.perf_counter() - start,
+            "pretrained_sha256": model_sha,
         }
         (out / "wall.json").write_text(json.dumps(wall))
-    else:
-        wall = json.loads((out / "wall.json").read_text()) if (out / "wall.json").exists() else {}
+    wall = json.loads((out / "wall.json").read_text()) if (out / "wall.json").is_file() else {}
     records = sorted(load(out / "trials.jsonl"), key=lambda r: r.trial)
-    measured = [r for r in records if r.status != "infeasible"]
     curve: list[float | None] = []
     best: float | None = None
-    for r in measured:
+    for r in records:
+        if r.status == "infeasible":
+            continue
         if r.ok and r.median_ms is not None:
             best = r.median_ms if best is None else min(best, r.median_ms)
         curve.append(best)
-    counts: dict[str, int] = {}
-    for r in records:
-        counts[r.status] = counts.get(r.status, 0) + 1
+    counts = Counter(r.status for r in records)
     best_json = json.loads((out / "best.json").read_text())
     return {
-        "workload": workload, "strategy": strategy, "seed": seed, "curve": curve, "counts": counts,
-        "wall": wall, "remeasured_ms": best_json["figures"]["median_ms"], "dir": str(out.relative_to(REPO)),
+        "workload": wl, "strategy": strategy, "seed": seed, "curve": curve, "counts": dict(counts),
+        "wall": wall, "remeasured_ms": best_json["figures"]["median_ms"], "dir": rel(out), "ran": ran,
     }  # fmt: skip
+
+
+# ---------------------------------------------------------------- figures
 
 
 def trials_to(curve: list[float | None], target: float) -> int | None:
     """The measured trials a curve needs to reach ``target`` (1-based), None if it never does."""
     return next((i + 1 for i, v in enumerate(curve) if v is not None and v <= target), None)
+
+
+def verdict(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per strategy: the seeds within 5% in at most 64 trials and 180 s of search wall, and the
+    mean trials-to-5% of the seeds that got there; each model-guided strategy's mean over random's."""
+    out: dict[str, Any] = {}
+    for strategy in dict.fromkeys(r["strategy"] for r in runs):
+        rs = [r for r in runs if r["strategy"] == strategy]
+        reached = [r["to_within"] for r in rs if r["to_within"] is not None]
+        met = [
+            r for r in rs
+            if r["to_within"] is not None and r["to_within"] <= TARGET_TRIALS
+            and (r["wall"].get("search_s") or math.inf) <= TARGET_WALL_S
+        ]  # fmt: skip
+        out[strategy] = {
+            "seeds": len(rs), "met": len(met), "reached": len(reached),
+            "mean_trials": statistics.mean(reached) if reached else None,
+        }  # fmt: skip
+    base = out.get("random", {}).get("mean_trials")
+    for strategy in MODEL_GUIDED:
+        if strategy in out:
+            mean = out[strategy]["mean_trials"]
+            out[strategy]["vs_random"] = None if base is None or mean is None else mean / base
+    return out
 
 
 def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -119,7 +314,7 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
         best = min(v for r in rs for v in r["curve"] if v is not None)
         for r in rs:
             r["to_within"] = trials_to(r["curve"], WITHIN * best)
-        out[wl] = {"best_ms": best, "runs": rs}
+        out[wl] = {"best_ms": best, "runs": rs, "verdict": verdict(rs)}
     return out
 
 
@@ -127,93 +322,171 @@ def plot(summary: dict[str, Any], path: Path) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(4.2 * len(summary), 3.8), dpi=100)
+    cols = min(3, len(summary))
+    rows = math.ceil(len(summary) / cols)
+    fig = Figure(figsize=(4.6 * cols, 4.0 * rows), dpi=100)
     FigureCanvasAgg(fig)
-    colours = {"random": "C0", "tpe": "C1", "evolutionary": "C2"}
+    styles = ["-", "--", "-.", (0, (1, 1))]
     for i, (wl, s) in enumerate(summary.items()):
-        ax = fig.add_subplot(1, len(summary), i + 1)
+        ax = fig.add_subplot(rows, cols, i + 1)
         for r in s["runs"]:
             xs = [k + 1 for k, v in enumerate(r["curve"]) if v is not None]
             ys = [v / s["best_ms"] for v in r["curve"] if v is not None]
-            ax.step(xs, ys, where="post", color=colours.get(r["strategy"], "C3"),
-                    label=f"{r['strategy']} s{r['seed']}", linestyle="-" if r["seed"] == 0 else "--")  # fmt: skip
+            ax.step(xs, ys, where="post", color=COLOURS.get(r["strategy"], "C4"),
+                    label=f"{r['strategy']} s{r['seed']}", linestyle=styles[r["seed"] % len(styles)])  # fmt: skip
         ax.axhline(WITHIN, color="0.5", linestyle=":", linewidth=1)
         ax.set_yscale("log")
         ax.set_xlabel("measured trials")
         ax.set_ylabel("best so far / best of any run")
         ax.set_title(f"{wl} (best {s['best_ms']:.3g} ms)")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=6, ncol=2)
     fig.tight_layout()
     fig.savefig(path, format="png", metadata={"Software": None})
 
 
-def markdown(summary: dict[str, Any], args: argparse.Namespace, host: dict[str, Any]) -> str:
+# ---------------------------------------------------------------- the report
+
+
+def host_line(host: dict[str, Any], load: dict[str, list[float]]) -> str:
+    isa = host.get("isa", [])
+    vectors = "AVX-512" if "avx512f" in isa else "AVX2" if "avx2" in isa else "neither AVX2 nor AVX-512"
+    start, end = (", ".join(f"{v:.2f}" for v in load[k]) for k in ("start", "end"))
+    return (
+        f"Host: {host.get('cpu', '?')} (LLVM `{host.get('llvm_cpu', '?')}`), {vectors}, {host.get('cores', '?')} "
+        f"cores ({host.get('usable_cores', '?')} usable). Load average (1, 5, 15 min) {start} at the start "
+        f"of this invocation and {end} at its end: the timings depend on whatever else ran on the host."
+    )
+
+
+def model_lines(meta: dict[str, Any], path: str) -> list[str]:
+    used = Counter(t["workload"] for t in meta["trained_on"])
+    trials = sum(t["ok_trials"] for t in meta["trained_on"])
+    held = [h["spearman"] for h in meta.get("held_out", []) if h.get("spearman") is not None]
+    why: dict[str, list[str]] = {}
+    for x in meta["left_out"]:
+        why.setdefault(x["reason"], []).append(f"`{x['run']}`")
+    left = "; ".join(f"{reason}: {', '.join(runs)}" for reason, runs in why.items())
+    return [
+        f"Pretrained model `{path}`: {len(meta['trained_on'])} logs, {trials} ok trials "
+        f"({', '.join(f'{k} {n}' for k, n in sorted(used.items()))} logs), trained in "
+        f"{meta.get('train_s', math.nan):.0f} s"
+        + (f"; held-out Spearman median {statistics.median(held):.2f}" if held else "")
+        + f". Left out: {left or 'none'}.",
+        "",
+    ]
+
+
+def verdict_lines(v: dict[str, Any]) -> list[str]:
+    met = ", ".join(f"{s} {x['met']}/{x['seeds']}" for s, x in v.items())
+    ratios = []
+    for s in MODEL_GUIDED:
+        if s in v:
+            x, base = v[s], v.get("random", {})
+            mean = "-" if x["mean_trials"] is None else f"{x['mean_trials']:.1f}"
+            base_mean = "-" if base.get("mean_trials") is None else f"{base['mean_trials']:.1f}"
+            ratio = "-" if x.get("vs_random") is None else f"{x['vs_random']:.2f}"
+            ratios.append(
+                f"{s} {ratio} ({mean} over {x['reached']} of {x['seeds']} seeds; random {base_mean} "
+                f"over {base.get('reached', 0)} of {base.get('seeds', 0)})"
+            )
+    line = f"Within 5% in at most {TARGET_TRIALS} measured trials and {TARGET_WALL_S:.0f} s of search wall: {met}."
+    if ratios:
+        line += f" Mean trials to 5% over random's (seeds that got there): {'; '.join(ratios)}."
+    return [line, ""]
+
+
+def markdown(summary: dict[str, Any], args: argparse.Namespace, host: str, models: dict[str, Any]) -> str:
+    runs = [r for s in summary.values() for r in s["runs"]]
+    read = sum(not r["ran"] for r in runs)
+    earlier = f" ({read} finished ones were read from `{rel(args.runs)}`, timed earlier)" if read else ""
     lines = [
-        "# Sample efficiency: random vs TPE vs evolutionary + XGBoost",
+        "# Sample efficiency: random vs TPE vs evolutionary + XGBoost, from scratch and pretrained",
         "",
-        f"`.venv/bin/python experiments/sample_efficiency.py --workloads {' '.join(args.workloads)} "
-        f"--strategies {' '.join(args.strategies)} --trials {args.trials} --seeds "
-        f"{' '.join(map(str, args.seeds))} --workers {args.workers}`, {dt.date.today().isoformat()}.",
+        f"`.venv/bin/python experiments/sample_efficiency.py {command(args)}`, {dt.date.today().isoformat()}.",
         "",
-        f"Host: {HOST}; measured `{host.get('cpu', '?')}`, {host.get('usable_cores', '?')} usable cores. "
-        "One run per strategy, workload and seed, one after the other, on the local executor with "
-        f"{args.workers} worker(s); no warm start; each workload's own pools and `peak_limit`.",
+        f"{host} {len(runs) - read} of the {len(runs)} runs ran in this invocation{earlier}. "
+        "One run per strategy, workload and seed, one after the other, on the local executor "
+        f"with {args.workers} worker(s); no warm start; each workload's own pools and `peak_limit`. "
+        "`pretrained`: evolutionary + XGBoost starting from a model trained on the logs of the other "
+        "workloads (none of the tuned chain, at any size), timed on this CPU.",
         "",
         "Trials to 5%: the measured trials (every status but `infeasible`) a run needed before its best "
         "`ok` median was within 5% of the best median any run of the workload found (`-`: never). "
         "Medians are the search's own, timed while the machine was shared: a run can look faster or "
         "slower by noise, and the best of all runs can be one lucky measurement. Re-measured: the run's "
-        "best schedule timed again at its end (best.json). Wall: the search loop (then the end's "
-        "re-measurement and report).",
+        "best schedule timed again at its end (best.json). Wall: the search loop (the targets' figure), and "
+        "the whole run with its setup, re-measurement and report; neither holds the pretrained model's training.",
         "",
     ]
     for wl, s in summary.items():
+        lines += [f"## {wl}", "", f"Best median of any run: {s['best_ms']:.4g} ms.", ""]
+        lines += verdict_lines(s["verdict"])
+        if wl in models:
+            lines += model_lines(models[wl]["meta"], models[wl]["path"])
         lines += [
-            f"## {wl}",
-            "",
-            f"Best median of any run: {s['best_ms']:.4g} ms.",
-            "",
-            "| strategy | seed | trials to 5% | best (search) | best re-measured | ok / infeasible / invalid | wall (search) |",
+            "| strategy | seed | trials to 5% | best (search) | best re-measured | ok / infeasible / invalid | wall: search, run |",
             "| --- | ---: | ---: | ---: | ---: | --- | ---: |",
         ]
         for r in s["runs"]:
             final = next((v for v in reversed(r["curve"]) if v is not None), None)
             c = r["counts"]
-            wall = r["wall"].get("search_s")
+            wall, whole = r["wall"].get("search_s"), r["wall"].get("total_s")
             lines.append(
                 f"| {r['strategy']} | {r['seed']} | {r['to_within'] or '-'} of {len(r['curve'])} | "
                 f"{'-' if final is None else f'{final:.4g} ms'} | {r['remeasured_ms']:.4g} ms | "
                 f"{c.get('ok', 0)} / {c.get('infeasible', 0)} / {c.get('invalid', 0)} | "
-                f"{'-' if wall is None else f'{wall:.0f} s'} |"
+                f"{'-' if wall is None else f'{wall:.0f} s'}, {'-' if whole is None else f'{whole:.0f} s'} |"
             )
         lines.append("")
     lines += ["![best so far against measured trials](sample_efficiency.png)", ""]
     return "\n".join(lines)
 
 
+def command(args: argparse.Namespace) -> str:
+    return (
+        f"--workloads {' '.join(args.workloads)} --strategies {' '.join(args.strategies)} --trials {args.trials} "
+        f"--seeds {' '.join(map(str, args.seeds))} --workers {args.workers} --runs {rel(args.runs)} "
+        f"--output {rel(args.output)} --train-logs {' '.join(repr(g) for g in args.train_logs)}"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument(
-        "--workloads", nargs="+", default=["small", "attention", "dw_separable"], choices=sorted(WORKLOADS)
-    )
+    p.add_argument("--workloads", nargs="+", default=DEFAULT_WORKLOADS, choices=list(WORKLOADS))
     p.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=list(STRATEGIES))
-    p.add_argument("--trials", type=int, default=48)
-    p.add_argument("--seeds", type=int, nargs="+", default=[0])
+    p.add_argument("--trials", type=int, default=TARGET_TRIALS)
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--runs", type=Path, default=REPO / "results" / "sample_efficiency_runs")
+    p.add_argument("--output", type=Path, default=REPO / "results")
+    p.add_argument("--train-logs", nargs="+", default=TRAIN_LOGS, metavar="GLOB")
     args = p.parse_args(argv)
-    runs = []
+    load = {"start": list(os.getloadavg())}
+    host = machine()
+    logs = find_logs(args.train_logs, args.runs, host) if "pretrained" in args.strategies else []
+    cache: dict[Path, LogRows] = {}
+    runs, models = [], {}
     for wl in args.workloads:
+        model = None
+        if "pretrained" in args.strategies:
+            model = (args.runs / wl / MODEL_NAME).resolve()
+            if not model.is_file():
+                print(f"{wl}: training the pretrained model", file=sys.stderr, flush=True)
+                train_model(workload_key(wl), logs, model, cache)
+            models[wl] = {"path": rel(model), "meta": model_meta(model)}
         for seed in args.seeds:
             for strategy in args.strategies:
                 print(f"{wl} {strategy} seed {seed}", file=sys.stderr, flush=True)
-                runs.append(run_one(wl, strategy, seed, args.trials, args.workers))
+                runs.append(run_one(configure(wl, strategy, seed, args, model), wl, strategy, seed))
     summary = summarise(runs)
-    host = machine()
-    RESULTS.mkdir(exist_ok=True)
-    plot(summary, RESULTS / "sample_efficiency.png")
-    (RESULTS / "sample_efficiency.json").write_text(json.dumps({"host": host, "summary": summary}, indent=1))
-    (RESULTS / "sample_efficiency.md").write_text(markdown(summary, args, host))
-    print((RESULTS / "sample_efficiency.md").read_text())
+    load["end"] = list(os.getloadavg())
+    args.output.mkdir(parents=True, exist_ok=True)
+    plot(summary, args.output / "sample_efficiency.png")
+    doc = {"command": command(args), "host": host, "load_average": load, "models": models, "summary": summary}
+    (args.output / "sample_efficiency.json").write_text(json.dumps(doc, indent=1))
+    text = markdown(summary, args, host_line(host, load), models)
+    (args.output / "sample_efficiency.md").write_text(text)
+    print(text)
     return 0
 
 
