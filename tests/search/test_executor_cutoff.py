@@ -1,5 +1,5 @@
-"""Cheaper measurements through the executors: a parallel kernel books one CPU per thread, a
-candidate over its cutoff is recorded as ``cutoff`` and never crowned best, a re-timed trial is
+"""Cheaper measurements through the executors: a parallel kernel timed without the machine's locks
+books one CPU per thread (with them, one, and its compile runs beside the others'), a candidate over its cutoff is recorded as ``cutoff`` and never crowned best, a re-timed trial is
 flagged in the log.
 
 Nothing here asserts how long anything takes: a cutoff of 1e-9 ms stops every kernel, one of
@@ -111,11 +111,18 @@ def test_the_final_remeasure_times_every_candidate_in_full() -> None:
 
 
 def test_a_parallel_trace_books_one_cpu_per_thread_up_to_the_executors() -> None:
-    serial, parallel = task(), task(parallel=True)
+    serial, parallel = task(lock_timing=False), task(parallel=True, lock_timing=False)
     assert not serial.parallel and parallel.parallel
     assert not MeasureTask("w", (), None, "not json", ()).parallel
     assert [task_cpus(serial, n) for n in (1, 2, 8)] == [1, 1, 1]
     assert [task_cpus(parallel, n) for n in (1, 2, 8)] == [1, min(2, usable_cores()), min(8, usable_cores())]
+
+
+def test_a_parallel_trace_timed_under_the_machines_locks_books_one_cpu() -> None:
+    # its timed part holds the cpu lock exclusive: booking its threads would only keep compiles apart
+    locked = task(parallel=True)
+    assert locked.parallel and locked.lock_timing
+    assert [task_cpus(locked, n) for n in (1, 2, 8)] == [1, 1, 1]
 
 
 def booked_at_each_start(events: list[tuple[str, int]], tasks: list[MeasureTask], capacity: int) -> list[int]:
@@ -143,12 +150,16 @@ def assert_parallel_runs_alone(events: list[tuple[str, int]], tasks: list[Measur
                 inflight.discard(i)
 
 
-# two parallel kernels and two serial ones: the serial pair may share the CPUs, a parallel one may not
-MIX = [task(parallel=True), task(parallel=True, seed=1), task(seed=2), task(seed=3)]
+# two parallel kernels and two serial ones, timed without the machine's locks: the serial pair may
+# share the CPUs, a parallel one may not
+MIX = [task(parallel=True, lock_timing=False), task(parallel=True, seed=1, lock_timing=False)]
+MIX += [task(seed=2, lock_timing=False), task(seed=3, lock_timing=False)]
+# the same under the locks: every task books one CPU, two parallel ones may compile side by side
+LOCKED = [task(parallel=True), task(parallel=True, seed=1), task(seed=2), task(seed=3)]
 
 
-@pytest.mark.slow
-def test_the_local_executor_runs_a_parallel_kernel_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+def run_local(monkeypatch: pytest.MonkeyPatch, tasks: list[MeasureTask]) -> list[tuple[str, int]]:
+    """Run ``tasks`` on a local executor of 2 workers; the ("start", i) and ("done", i) events in order."""
     events: list[tuple[str, int]] = []
     start = LocalExecutor._start
 
@@ -158,10 +169,26 @@ def test_the_local_executor_runs_a_parallel_kernel_alone(monkeypatch: pytest.Mon
 
     monkeypatch.setattr(LocalExecutor, "_start", recording_start)
     executor = LocalExecutor(workers=2, compile_allowance=ALLOWANCE)
-    for index, result, _ in executor.run(MIX):
+    for index, result, _ in executor.run(tasks):
         assert result.status == "ok", result.error
         events.append(("done", index))
-    assert sorted(i for kind, i in events if kind == "done") == [0, 1, 2, 3]
+    assert sorted(i for kind, i in events if kind == "done") == list(range(len(tasks)))
+    return events
+
+
+@pytest.mark.slow
+def test_the_local_executor_runs_two_parallel_kernels_side_by_side_under_the_locks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    events = run_local(monkeypatch, LOCKED)
+    # both parallel kernels in flight from the start, one CPU each: they compile together
+    assert events[:2] == [("start", 0), ("start", 1)]
+    assert booked_at_each_start(events, LOCKED, 2)[:2] == [1, 2]
+
+
+@pytest.mark.slow
+def test_the_local_executor_runs_a_parallel_kernel_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    events = run_local(monkeypatch, MIX)
     assert_parallel_runs_alone(events, MIX)
     if usable_cores() >= 2:
         assert booked_at_each_start(events, MIX, 2).count(2) >= 3  # each parallel kernel, and the serial pair
@@ -208,6 +235,20 @@ def test_ray_books_a_cpu_per_thread_and_runs_a_parallel_kernel_alone(ray_executo
     assert recording.cpus == {i: task_cpus(t, ray_executor.capacity) for i, t in enumerate(MIX)}
     assert recording.cpus[0] == min(2, usable_cores()) and recording.cpus[2] == 1
     assert_parallel_runs_alone(events, MIX)
+
+
+@pytest.mark.slow
+def test_ray_books_one_cpu_for_a_parallel_kernel_timed_under_the_locks(ray_executor: Any) -> None:
+    events: list[tuple[str, int]] = []
+    recording = Recording(ray_executor._run_remote, LOCKED, events)
+    ray_executor._run_remote = recording
+    try:
+        results = [result for _, result, _ in ray_executor.run(LOCKED)]
+    finally:
+        ray_executor._run_remote = recording.remote
+    assert [r.status for r in results] == ["ok"] * 4
+    assert recording.cpus == {0: 1, 1: 1, 2: 1, 3: 1}
+    assert events[:2] == [("start", 0), ("start", 1)]
 
 
 @pytest.mark.slow

@@ -109,9 +109,17 @@ def usable_cores() -> int:
 
 def task_cpus(task: MeasureTask, capacity: int) -> int:
     """The CPUs ``task`` books: one, or for a kernel with a parallel loop (:attr:`MeasureTask.parallel`)
-    one per thread it runs (one per usable core of this machine), at most ``capacity`` (the CPUs the
-    executor has), so that two parallel kernels never share the cores their threads need."""
-    return max(1, min(usable_cores(), capacity)) if task.parallel else 1
+    timed without the machine's locks (``lock_timing`` off) one per thread it runs (one per usable
+    core of this machine), at most ``capacity`` (the CPUs the executor has), so that two parallel
+    kernels never share the cores their threads need.
+
+    With the locks (the default), the timed part of a parallel kernel holds the machine's cpu lock
+    exclusive (:mod:`autotune.measure.timing`): no compile or timing of another measurement runs
+    on the machine meanwhile, so the task books one CPU and its compile runs beside the others'.
+    Booking its threads for the whole task ran every compile of a chain whose kernels are all
+    parallel one at a time: 64 trials of bottleneck 112x112 spent 405 of their 511 s waiting for
+    workers that compiled in turn (``experiments/tune_wall.py``, ``results/tune_wall.md``)."""
+    return max(1, min(usable_cores(), capacity)) if task.parallel and not task.lock_timing else 1
 
 
 def task_limit(task: MeasureTask, workers: int, allowance: float) -> float:

@@ -129,8 +129,8 @@ class _Child:
 @register_executor
 class LocalExecutor(Executor):
     """Tasks in ``spawn`` worker processes of this machine, at most ``workers`` CPUs booked at once;
-    node id ``"local"``. A task books one CPU, or one per thread for a parallel kernel
-    (:func:`task_cpus`), so a parallel kernel on a 2-core machine with 2 workers runs alone.
+    node id ``"local"``. A task books one CPU, or one per thread for a parallel kernel timed without
+    the machine's locks (:func:`task_cpus`), which on a 2-core machine with 2 workers runs alone.
 
     A worker process runs one task at a time and is kept for the next (it keeps the workload, its
     reference outputs and the kernels it compiled), up to :data:`~.base.WORKER_JOBS` jobs, like a

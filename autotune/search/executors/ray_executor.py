@@ -123,9 +123,10 @@ class RayExecutor(Executor):
     and ships the ``autotune`` package to its workers (a ``workload_path`` file
     must exist at the same path on every node). If Ray is already initialised
     it is used as is and left running. Each task asks Ray for 1 CPU, or for a kernel with a
-    parallel loop one per thread it runs (:func:`task_cpus`, at most :attr:`capacity`), and
-    at most ``workers`` CPUs are booked at once: on a 2-core machine with 2 workers, a parallel
-    kernel runs alone. Deadlines count from submission, so ``workers`` should not exceed the free
+    parallel loop timed without the machine's locks one per thread it runs (:func:`task_cpus`, at
+    most :attr:`capacity`), and at most ``workers`` CPUs are booked at once: on a 2-core machine
+    with 2 workers, such a kernel runs alone (with the locks, its timed part excludes the others'
+    compiles and timings on its machine, and its compile runs beside theirs). Deadlines count from submission, so ``workers`` should not exceed the free
     CPUs of the cluster. :meth:`remeasure` is one task, on one node
     (:attr:`remeasure_node`), booking what its most demanding candidate needs. Ray's own messages below errors, and the workers' output, are
     shown only when ``verbose``.
