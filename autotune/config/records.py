@@ -56,7 +56,8 @@ class SearchConfig:
     log) is proposed first (``autotune.search.best.warm_start``)."""
     pretrained: Path | None = None
     """``cost_model: {kind: xgboost, pretrained: PATH}``: a model file (``autotune train-cost-model``)
-    that ranks from the first round; the run's trials then refine it."""
+    that ranks the first round by the roofline estimate's line fitted on its logs; its trees count,
+    and the run's trials refine them, once the run's first trials are fitted."""
     time_budget: float | None = None
     """Seconds the search may take beside ``trials`` (``10m``): no round starts after it (None: no limit)."""
     strategy: str = "optuna"

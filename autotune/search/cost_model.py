@@ -31,8 +31,10 @@ Models are registered by name, so the YAML says ``cost_model: xgboost`` (or
   fitted on the rounds before it: ``results/cost_model_heldout.md``. :class:`Settings` also
   offers the pairwise ranking objective (``rank:pairwise``, labels ``-log(ms / fastest ms of the
   workload)``, scores turned into milliseconds by a line fitted to ``log(ms)``). A ``pretrained``
-  model file (:func:`save_model`, written by ``autotune train-cost-model``) ranks from the first
-  round; the run's own trials then add trees to it.
+  model file (:func:`save_model`, written by ``autotune train-cost-model``) ranks the first round
+  by the estimate's line with the slope fitted on its logs (the same order as the estimate alone
+  while that slope is positive); its trees count once the run's own trials are fitted, which add
+  trees to it.
 - ``"none"`` (:class:`NoModel`): no ranking; every sampled candidate is measured.
 
 :func:`spearman` and :func:`top_k_recall` say how well predictions order measured latencies

@@ -221,17 +221,24 @@ def ray_executor() -> Iterator[Executor]:
     ex.close()
 
 
-@pytest.mark.slow
-def test_ray_books_a_cpu_per_thread_and_runs_a_parallel_kernel_alone(ray_executor: Any) -> None:
+def run_ray(ray_executor: Any, tasks: list[MeasureTask]) -> tuple[Recording, list[tuple[str, int]]]:
+    """Run ``tasks`` (each must be ``ok``) with each submission's CPUs recorded; the recording and the
+    ("start", i) and ("done", i) events in order."""
     events: list[tuple[str, int]] = []
-    recording = Recording(ray_executor._run_remote, MIX, events)
+    recording = Recording(ray_executor._run_remote, tasks, events)
     ray_executor._run_remote = recording
     try:
-        for index, result, _ in ray_executor.run(MIX):
+        for index, result, _ in ray_executor.run(tasks):
             assert result.status == "ok", result.error
             events.append(("done", index))
     finally:
         ray_executor._run_remote = recording.remote
+    return recording, events
+
+
+@pytest.mark.slow
+def test_ray_books_a_cpu_per_thread_and_runs_a_parallel_kernel_alone(ray_executor: Any) -> None:
+    recording, events = run_ray(ray_executor, MIX)
     assert recording.cpus == {i: task_cpus(t, ray_executor.capacity) for i, t in enumerate(MIX)}
     assert recording.cpus[0] == min(2, usable_cores()) and recording.cpus[2] == 1
     assert_parallel_runs_alone(events, MIX)
@@ -239,14 +246,7 @@ def test_ray_books_a_cpu_per_thread_and_runs_a_parallel_kernel_alone(ray_executo
 
 @pytest.mark.slow
 def test_ray_books_one_cpu_for_a_parallel_kernel_timed_under_the_locks(ray_executor: Any) -> None:
-    events: list[tuple[str, int]] = []
-    recording = Recording(ray_executor._run_remote, LOCKED, events)
-    ray_executor._run_remote = recording
-    try:
-        results = [result for _, result, _ in ray_executor.run(LOCKED)]
-    finally:
-        ray_executor._run_remote = recording.remote
-    assert [r.status for r in results] == ["ok"] * 4
+    recording, events = run_ray(ray_executor, LOCKED)
     assert recording.cpus == {0: 1, 1: 1, 2: 1, 3: 1}
     assert events[:2] == [("start", 0), ("start", 1)]
 
