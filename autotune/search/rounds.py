@@ -147,9 +147,8 @@ class Search:
         self.best_ms: float | None = None  # the best ok median so far (sets the cutoff)
         self.fits: dict[str, _Fit] = {}  # by trace key: candidates lowered within the memory, not yet logged
         self.keys: dict[tuple[tuple[str, Any], ...], str] = {}  # knobs applied -> their trace key
-        self.unfit: dict[
-            str, tuple[str, cand.Lowering]
-        ] = {}  # scored over the memory, not logged: trace, lowering
+        # by trace key: candidates scored over the memory and not logged yet, their trace and lowering
+        self.unfit: dict[str, tuple[str, cand.Lowering]] = {}
         self.counts: Counter[str] = Counter()
         self.round = max((r.round for r in log.records), default=-1) + 1
         self.next_trial = max((r.trial for r in log.records), default=-1) + 1

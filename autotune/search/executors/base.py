@@ -117,8 +117,7 @@ def task_cpus(task: MeasureTask, capacity: int) -> int:
     exclusive (:mod:`autotune.measure.timing`): no compile or timing of another measurement runs
     on the machine meanwhile, so the task books one CPU and its compile runs beside the others'.
     Booking its threads for the whole task ran every compile of a chain whose kernels are all
-    parallel one at a time: 64 trials of bottleneck 112x112 spent 405 of their 511 s waiting for
-    workers that compiled in turn (``experiments/tune_wall.py``, ``results/tune_wall.md``)."""
+    parallel one at a time (measured by ``experiments/tune_wall.py``: ``results/tune_wall.md``)."""
     return max(1, min(usable_cores(), capacity)) if task.parallel and not task.lock_timing else 1
 
 
