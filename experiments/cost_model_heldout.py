@@ -12,8 +12,10 @@ programs and features are cached under ``--cache`` (keyed by the log's bytes and
 the code that computes them), so a rerun after a change to the features or the model takes
 seconds. A trial whose trace no longer replays is counted as skipped.
 
-Per log and per model variant (``VARIANTS``: the model as it was, ``before``, on its 46 features, and
-the current one, ``after``, on the current features; others for ablation):
+Per log and per model variant (``VARIANTS``: ``before``, the model and its features as they were at
+commit :data:`BEFORE_REVISION` (``features.py`` and ``features_estimate.py`` of that commit, read
+with ``git show``, featurise the same lowered programs); ``after``, the current model on the
+current features; others for ablation):
 
 - *prequential*: the tuner's loop replayed. Before each round the model is fitted on the timed
   trials of the earlier rounds (the tuner refits once per round), and predicts the round's ``ok``
@@ -25,6 +27,9 @@ the current one, ``after``, on the current features; others for ablation):
 - *leave one workload out*: a model fitted on the timed trials of every log of another workload
   (one group per log) ranks this log's ``ok`` trials (Spearman, :func:`~autotune.search.cost_model.spearman`).
 - *estimate*: Spearman of the analytic estimate alone (feature ``log2_estimate_ns``), no learning.
+- *noisy timings*: the ok trials whose timed runs spread more than :data:`NOISY` of their median
+  (:func:`autotune.measure.timing.noise`): a descheduled time slice, or a busy machine. No feature
+  of the program predicts them.
 
 Writes ``<output>/cost_model_heldout.md`` and ``.json``.
 """
@@ -38,9 +43,11 @@ import json
 import math
 import pickle
 import shlex
+import subprocess
 import sys
 import tempfile
 import time
+import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -51,6 +58,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from autotune.measure.timing import noise  # noqa: E402
 from autotune.report.analysis import cost_model_quality  # noqa: E402
 from autotune.search import cost_model_train as ct  # noqa: E402
 from autotune.search.cost_model import CostModel, Settings, XGBoostModel, spearman  # noqa: E402
@@ -64,19 +72,27 @@ LOG_GLOBS = (
 )
 MIN_OK = 8
 """Logs with fewer ok trials that replay are left out (a run still under way, or one that failed)."""
+NOISY = 0.3
+"""A timing whose :func:`~autotune.measure.timing.noise` is above this share is counted as noisy."""
 
-BEFORE_FEATURES: tuple[str, ...] = (
+BEFORE_REVISION = "b19e958685db0ce52ebed1bc8e208fca340eedcc"
+"""The commit whose features and model ``before`` stands for."""
+BEFORE = "before:"
+"""The prefix of a feature computed by the code of :data:`BEFORE_REVISION`."""
+BEFORE_NAMES: tuple[str, ...] = (
     "n_loops", "n_serial", "n_parallel", "n_vectorized", "n_unrolled", "max_depth", "n_nests",
     "n_stores", "log2_iterations", "log2_ops", "inner_log2_extent", "inner_const_frac",
     "inner_vectorized_frac", "inner_contig_frac", "inner_guards", "guarded_frac", "mod_index_frac",
-    "log2_param_bytes", "log2_param_accesses", "param_reuse", "log2_inter_bytes", "log2_inter_accesses",
-    "inter_reuse", "n_allocations", "n_banked", "largest_inter_l1", "largest_inter_l2", "largest_fits_l1",
-    "largest_fits_l2", "halo_max", "halo_mean", "intensity_param", "intensity_access",
-    "log2_workspace_peak", "n_pools_used", "parallel", "log2_bytes_l1", "log2_bytes_l2", "log2_bytes_l3",
-    "log2_bytes_mem", "log2_reuse_distance", "vector_lanes_used", "log2_parallel_extent", "parallel_frac",
-    "log2_unrolled_work", "inner_reduction_frac",
+    "log2_param_bytes", "log2_param_accesses", "param_reuse", "log2_inter_bytes",
+    "log2_inter_accesses", "inter_reuse", "n_allocations", "n_banked", "largest_inter_l1",
+    "largest_inter_l2", "largest_fits_l1", "largest_fits_l2", "halo_max", "halo_mean",
+    "intensity_param", "intensity_access", "log2_workspace_peak", "n_pools_used", "parallel",
+    "log2_bytes_l1", "log2_bytes_l2", "log2_bytes_l3", "log2_bytes_mem", "log2_reuse_distance",
+    "vector_lanes_used", "log2_parallel_extent", "parallel_frac", "log2_unrolled_work",
+    "inner_reduction_frac", "log2_estimate_ns", "log2_compute_ns", "log2_memory_ns",
+    "vector_op_frac", "latency_bound_frac", "ops_ratio",
 )  # fmt: skip
-"""The features the model had before this experiment's changes (all still computed, unchanged)."""
+"""The features of :data:`BEFORE_REVISION` (:data:`~autotune.search.features.FEATURE_NAMES` of that commit)."""
 
 
 # ---------------------------------------------------------------- the logs
@@ -90,6 +106,7 @@ class Trial:
     median_ms: float
     logged_ms: float | None  # the predicted_ms the run recorded
     features: dict[str, float]
+    noise: float = 0.0  # how far the timed runs spread (autotune.measure.timing.noise)
 
 
 @dataclass(frozen=True)
@@ -128,6 +145,28 @@ def _lowered(path: Path, setup: ct.RunSetup, records: list[Any], cache: Path) ->
     return out
 
 
+def _features_at(revision: str) -> Callable[..., dict[str, float]]:
+    """:func:`autotune.search.features.features` as it was at ``revision``: its module and
+    ``features_estimate`` read with ``git show`` and loaded next to the current ones, under other
+    names (the rest of autotune is the current code)."""
+    loaded: dict[str, Any] = {}
+    for name in ("features_estimate", "features"):
+        source = subprocess.run(
+            ["git", "-C", str(REPO), "show", f"{revision}:autotune/search/{name}.py"],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        module_name = f"autotune.search._{name}_at_{revision[:12]}"
+        source = source.replace(
+            "from .features_estimate import", f"from ._features_estimate_at_{revision[:12]} import"
+        )
+        module = types.ModuleType(module_name)
+        module.__package__ = "autotune.search"
+        sys.modules[module_name] = module  # dataclasses look their module up there
+        exec(compile(source, f"{revision[:12]}:autotune/search/{name}.py", "exec"), module.__dict__)
+        loaded[name] = module
+    return loaded["features"].features  # type: ignore[no-any-return]
+
+
 def load_log(path: Path, cache: Path) -> Log:
     """A log's timed trials with their features (computed by the current code, or cached)."""
     label = path.parent.relative_to(REPO / "results").as_posix() if path.is_relative_to(REPO) else str(path)
@@ -141,13 +180,21 @@ def load_log(path: Path, cache: Path) -> Log:
         records = ct.timed_records(path)
         lowered = _lowered(path, setup, records, cache)
         trials, skipped = [], 0
+        before = _features_at(BEFORE_REVISION)
         for r in records:
             low = lowered.get(r.trial)
             if low is None:
                 skipped += 1
                 continue
             x = ct.trial_features(setup, low)
-            trials.append([r.trial, r.round, r.status, r.median_ms, r.predicted_ms, x])
+            then = before(low.func, low.plan, original=setup.workload.func, target=setup.target)
+            x.update({BEFORE + name: value for name, value in then.items()})
+            spread = (
+                noise(r.median_ms, r.min_ms, r.iqr_ms)
+                if r.min_ms is not None and r.iqr_ms is not None
+                else 0.0
+            )
+            trials.append([r.trial, r.round, r.status, r.median_ms, r.predicted_ms, x, spread])
         doc = {"key": setup.key, "trials": trials, "skipped": skipped}
         file.write_text(json.dumps(doc), encoding="utf-8")
     trials = tuple(Trial(*t) for t in doc["trials"])
@@ -179,8 +226,13 @@ class Variant:
     about: str
 
 
-BEFORE = Settings(objective="rank:pairwise", max_depth=4, prior=None)
-"""The model as it was: pairwise ranking, 100 trees of depth 4, a line from scores to log latency."""
+BEFORE_SETTINGS = Settings(
+    objective="reg:squarederror", rounds=100, max_depth=2, eta=0.1, min_child_weight=1.0, max_bin=32,
+    prior=BEFORE + "log2_estimate_ns", prior_weight=16.0, tree_trials=30.0, huber=1.0,
+)  # fmt: skip
+"""The model as it was at :data:`BEFORE_REVISION`: the estimate's line and 100 trees of depth 2."""
+PAIRWISE = Settings(objective="rank:pairwise", max_depth=4, prior=None)
+"""Pairwise ranking, 100 trees of depth 4, a line from scores to log latency."""
 
 
 def _variant(settings: Settings, names: Sequence[str], about: str) -> Variant:
@@ -189,8 +241,11 @@ def _variant(settings: Settings, names: Sequence[str], about: str) -> Variant:
 
 
 VARIANTS: dict[str, Variant] = {
-    "before": _variant(BEFORE, BEFORE_FEATURES, "pairwise ranking on the 46 features the model had"),
-    "rank_all": _variant(BEFORE, FEATURE_NAMES, "pairwise ranking on the current features"),
+    "before": _variant(
+        BEFORE_SETTINGS, [BEFORE + n for n in BEFORE_NAMES],
+        f"the model and its features as they were at commit {BEFORE_REVISION[:7]}",
+    ),
+    "rank_all": _variant(PAIRWISE, FEATURE_NAMES, "pairwise ranking on the current features"),
     "estimate_line": _variant(
         replace(XGBoostModel.SETTINGS, rounds=0), FEATURE_NAMES, "the estimate's line alone (no trees)"
     ),
@@ -200,6 +255,10 @@ VARIANTS: dict[str, Variant] = {
     ),
     "no_prior": _variant(
         replace(XGBoostModel.SETTINGS, prior=None), FEATURE_NAMES, "the current model without the estimate's line"
+    ),
+    "rank_labels": _variant(
+        replace(XGBoostModel.SETTINGS, labels="rank"), FEATURE_NAMES,
+        "the current model fitted on each workload's ranks laid on a normal curve (`Settings.labels`)",
     ),
     "after": _variant(XGBoostModel.SETTINGS, FEATURE_NAMES, "the current model (`XGBoostModel.SETTINGS`)"),
 }  # fmt: skip
@@ -269,7 +328,8 @@ def evaluate(logs: Sequence[Log], variants: Sequence[str], seed: int = 0) -> lis
     for i, log in enumerate(logs):
         row: dict[str, Any] = {
             "log": log.label, "workload": log.key, "ok": len(log.ok), "timed": len(log.trials),
-            "skipped": log.skipped, "logged": logged(log), "estimate": estimate_spearman(log),
+            "skipped": log.skipped, "noisy": sum(t.noise > NOISY for t in log.ok),
+            "logged": logged(log), "estimate": estimate_spearman(log),
         }  # fmt: skip
         for name in variants:
             row[name] = {
@@ -292,19 +352,19 @@ def _q(quality: dict[str, float] | None, key: str = "spearman") -> float | None:
 
 
 def table(rows: Sequence[dict[str, Any]], variants: Sequence[str]) -> list[str]:
-    head = ["log", "workload", "ok", "skipped", "logged (report.md)", "estimate alone"]
+    head = ["log", "workload", "ok", "skipped", "noisy timings", "logged (report.md)", "estimate alone"]
     for v in variants:
         head += [f"{v}: prequential (n)", f"{v}: top-k recall", f"{v}: leave one workload out"]
     lines = ["| " + " | ".join(head) + " |", "| --- | --- | " + " | ".join("---:" for _ in head[2:]) + " |"]
     for row in rows:
-        cells = [row["log"], row["workload"], str(row["ok"]), str(row["skipped"]),
+        cells = [row["log"], row["workload"], str(row["ok"]), str(row["skipped"]), str(row["noisy"]),
                  _f(_q(row["logged"])), _f(row["estimate"])]  # fmt: skip
         for v in variants:
             pq = row[v]["prequential"]
             n = "" if pq is None else f" ({int(pq['trials'])})"
             cells += [_f(_q(pq)) + n, _f(_q(pq, "recall")), _f(row[v]["leave_one_out"])]
         lines.append("| " + " | ".join(cells) + " |")
-    summary = ["**median**", "", "", "", _f(_median([_q(r["logged"]) for r in rows])),
+    summary = ["**median**", "", "", "", "", _f(_median([_q(r["logged"]) for r in rows])),
                _f(_median([r["estimate"] for r in rows]))]  # fmt: skip
     for v in variants:
         pq = [_q(r[v]["prequential"]) for r in rows]
@@ -327,8 +387,12 @@ def before_after(rows: Sequence[dict[str, Any]], before: str = "before", after: 
         cells = [_f(_q(row[before]["prequential"])), _f(_q(row[after]["prequential"])),
                  _f(row[before]["leave_one_out"]), _f(row[after]["leave_one_out"])]  # fmt: skip
         lines.append(f"| {row['log']} | " + " | ".join(cells) + " |")
-    counts = [sum(1 for r in rows if (_q(r[v]["prequential"]) or -1.0) >= 0.6) for v in (before, after)]
-    lines.append(f"| **at or above 0.6** | {counts[0]} of {len(rows)} | {counts[1]} of {len(rows)} | | |")
+    columns = [[_q(r[v]["prequential"]) for r in rows] for v in (before, after)]
+    columns += [[r[v]["leave_one_out"] for r in rows] for v in (before, after)]
+    medians = [_f(_median(c)) for c in columns]
+    counts = [f"{sum(1 for x in c if x is not None and x >= 0.6)} of {len(rows)}" for c in columns]
+    lines.append("| **median** | " + " | ".join(medians) + " |")
+    lines.append("| **at or above 0.6** | " + " | ".join(counts) + " |")
     return lines
 
 
@@ -374,7 +438,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "and measured latency by report.md's function (`autotune.report.analysis.cost_model_quality`), "
         "(n) the trials predicted. *leave one workload out*: fitted on the logs of every other "
         "workload. *logged*: report.md's figure from the run's recorded predictions. *estimate alone*: "
-        "Spearman of the analytic estimate (`log2_estimate_ns`) over all ok trials.", "",
+        "Spearman of the analytic estimate (`log2_estimate_ns`) over all ok trials. *noisy timings*: "
+        f"ok trials whose timed runs spread more than {NOISY:.0%} of their median.", "",
         *(f"- `{name}`: {VARIANTS[name].about} ({len(VARIANTS[name].names)} features)" for name in args.variants),
         "", *([*before_after(rows), ""] if {"before", "after"} <= set(args.variants) else []),
         "Every variant:", "", *table(rows, args.variants), "",

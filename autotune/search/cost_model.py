@@ -50,6 +50,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any, ClassVar
 
 import numpy as np
@@ -173,6 +174,10 @@ class Settings:
     workload ranked: the blend of estimate and trees leans on the estimate while the trials are
     few, and a model fitted on other workloads ranks a new one by the estimate's line alone until
     it is fitted on the run's trials (0: trees in full)."""
+    labels: str = "log"
+    """What the regression fits per workload: ``log`` latency, or ``rank``: the log latencies'
+    order laid on a normal curve with their median and spread (:func:`_labels`), so that a trial
+    timed a hundred times too slow (a descheduled time slice) counts as the slowest, not as far off."""
     huber: float = 1.0
     """Above 0: the trees fit log latency with the pseudo-Huber loss of this slope, and the line's
     intercept is the median, so that a few trials timed far off (a busy machine) pull little."""
@@ -182,6 +187,27 @@ def _tree_share(n: int, tree_trials: float) -> float:
     """How much the trees' correction counts after a fit on ``n`` trials of the workload ranked
     (0 for a model fitted on other workloads: their trees fit what the estimate missed there)."""
     return 1.0 if tree_trials <= 0 else n / (n + tree_trials)
+
+
+def _labels(z: np.ndarray, groups_of: Sequence[np.ndarray], kind: str) -> np.ndarray:
+    """The regression's labels from log latencies ``z`` (see :attr:`Settings.labels`): per workload
+    (a mask of ``groups_of``) with ``rank``, the normal quantile of each trial's rank (ties at their
+    mean), scaled by the workload's interquartile range of ``z`` over that of a normal curve and
+    centred on its median."""
+    if kind == "log":
+        return z
+    if kind != "rank":
+        raise ValueError(f"cost model: unknown labels {kind!r} (log, rank)")
+    out = z.copy()
+    normal = NormalDist()
+    for g in groups_of:
+        n = int(g.sum())
+        if n < 3:
+            continue
+        q = np.array([normal.inv_cdf((r - 0.5) / n) for r in _ranks(z[g])])
+        spread = float(np.subtract(*np.percentile(z[g], [75, 25]))) / 1.349
+        out[g] = float(np.median(z[g])) + spread * q
+    return out
 
 
 def _prior_line(p: np.ndarray, z: np.ndarray, weight: float) -> tuple[float, float]:
@@ -276,8 +302,9 @@ class XGBoostModel(CostModel):
                     if slope < 0:  # a higher score is faster: only then does the line keep the order
                         self._line = (float(intercept), float(slope))
             return
-        z, p = np.log(y), self._margin_feature(X)
+        p = self._margin_feature(X)
         groups_of = [qid == q for q in range(qid.max() + 1)]
+        z = _labels(np.log(y), groups_of, s.labels)
         zc = z - np.array([z[g].mean() for g in groups_of])[qid]  # each workload's about its mean
         pc = p - np.array([p[g].mean() for g in groups_of])[qid]
         _, slope = _prior_line(pc, zc, s.prior_weight) if self._prior is not None else (0.0, 0.0)

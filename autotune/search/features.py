@@ -14,9 +14,10 @@ the tree, no compile)::
     x["halo_max"]        # 1.5: the intermediate is computed 1.5 times over
 
 Bytes per cache level: each access's reuse distance is the footprint (bytes) of one iteration of
-the innermost loop around it that does not index it (the data the nest touches between two uses
-of the same element); its bytes are charged to the first cache level of ``target`` that holds that
-distance, or to memory when no loop carries reuse. Vector lanes used compare a vectorised
+the innermost loop around it that does not index it or slides a window over it (the data the nest
+touches between two uses of the same element); its bytes are charged to the first cache level of
+``target`` that holds that distance, or, when no loop carries reuse, that holds its whole buffer
+(where repeated runs leave it; memory when none does). Vector lanes used compare a vectorised
 innermost loop's trip count with the target's lanes for the stored dtype.
 
 The run time estimated from the store statements, the bytes per level and the target's lanes and

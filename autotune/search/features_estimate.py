@@ -17,9 +17,16 @@ with the vector loop. Chain: an accumulator that the stepped loop carries waits
 :data:`FMA_LATENCY` cycles per update in a register, :data:`FORWARD_LATENCY` in memory, shared
 by the accumulators that the loops inside it index (and the vector lanes). A parallel loop of
 extent ``P`` divides its statements' cycles by ``P / ceil(P / cores)``. The bytes that L2, L3 and
-memory serve (:func:`memory_levels`, unrolled copies sharing a register) add their time at
-:data:`BANDWIDTH_GBS`. The constants are the DESIGN's figures for this host kind; only the order
-of the estimates matters to the cost model.
+memory serve (:func:`memory_levels`, unrolled copies sharing a register) take their time at
+:data:`BANDWIDTH_GBS`, and the estimate is the larger of the two times (a core computes while its
+caches fetch). The constants are the DESIGN's figures for this host kind; only the order of the
+estimates matters to the cost model.
+
+Which level serves an access: the first that holds its reuse distance, the bytes the nest touches
+between two uses of one element. A loop carries reuse when it does not index the access, or when
+it slides a window over it (:func:`slides`: ``a[y + r]``, the next ``y`` reads what ``r`` read).
+An access that no loop reuses reads its buffer where repeated runs leave it: in the first level
+that holds the whole buffer.
 """
 
 from __future__ import annotations
@@ -30,11 +37,11 @@ from dataclasses import dataclass
 from math import prod
 
 from .. import ir
-from ..analysis import Interval, eval_interval, sum_form
+from ..analysis import Interval, Linear, eval_interval, sum_form
 
 __all__ = [
     "Access", "Loop", "Statement", "iterating", "mean", "memory_levels", "probability", "roofline",
-    "statement_cycles", "stride", "trip", "vector_loop",
+    "slides", "statement_cycles", "stride", "trip", "vector_loop",
 ]  # fmt: skip
 
 
@@ -228,9 +235,40 @@ def statement_cycles(s: Statement, lanes: int) -> tuple[float, bool, bool]:
     return max(issue, latency), vec is not None, latency > issue
 
 
+def _window_form(e: ir.Expr, var: ir.Var) -> Linear | None:
+    """The affine sum in which ``var`` moves index ``e``: ``e``'s own, or that of the numerator of a
+    ``% m`` or ``// m`` term of it (a rolling buffer's row); None when ``var`` is not found there."""
+    form = sum_form(e)
+    if form is None or form.coeff(var):
+        return form
+    inner = (t.a for t in form.terms if isinstance(t, (ir.FloorMod, ir.FloorDiv)) and var in _vars(t.a))
+    numerator = next(inner, None)
+    return None if numerator is None else _window_form(numerator, var)
+
+
+def slides(a: Access, i: int) -> bool:
+    """Whether a step of loop ``i``, which indexes ``a``, moves it by a whole number of steps of the
+    loops inside ``i`` that move it along the same sum, and no further than they reach together
+    (``a[y + r]`` with ``r`` inside ``y``: a window that slides): the next step of ``i`` reads
+    again some of what this one read."""
+    var = a.loops[i].var
+    for index in a.indices:
+        form = _window_form(index, var)
+        if form is None or not form.coeff(var):
+            continue
+        step = abs(form.coeff(var))
+        reach: dict[int, float] = {}
+        for lp in a.loops[i + 1 :]:
+            k = abs(form.coeff(lp.var))
+            if k:
+                reach[k] = reach.get(k, 0.0) + max(lp.trip - 1.0, 0.0)
+        return any(step % k == 0 and step // k <= r for k, r in reach.items())
+    return False
+
+
 def _reuse_distance(a: Access, nest: Sequence[Access], registers: bool) -> float | None:
-    """Bytes touched by one iteration of the innermost loop around ``a`` that does not index it
-    (None: every loop indexes it, no reuse). A loop nest's accesses under that loop each touch the
+    """Bytes touched by one iteration of the innermost loop around ``a`` that does not index it or
+    slides a window over it (:func:`slides`; None: no loop reuses it). A loop nest's accesses under that loop each touch the
     product of the trips of their deeper loops that index them, and a buffer's accesses together at
     most its size: a rolling buffer's rows indexed modulo its extent, or overlapping windows, touch
     the same bytes again (without that bound, a rolling buffer of three rows reused along the whole
@@ -240,7 +278,7 @@ def _reuse_distance(a: Access, nest: Sequence[Access], registers: bool) -> float
         (
             i
             for i in range(len(a.loops) - 1, -1, -1)
-            if a.loops[i].var not in a.index_vars
+            if (a.loops[i].var not in a.index_vars or slides(a, i))
             and not (registers and a.loops[i].kind == ir.ForKind.UNROLLED)
         ),
         None,
@@ -272,8 +310,8 @@ def _buffer_bytes(buf: ir.Buffer) -> float:
 def memory_levels(
     acc: Sequence[Access], caches: tuple[int, int, int], registers: bool = False
 ) -> tuple[list[float], float]:
-    """Bytes served by L1, L2, L3 and memory, and the mean log2 reuse distance (weighted by bytes).
-    ``registers``: register tiles are left out, and an access repeated by unrolled loops that do
+    """Bytes served by L1, L2, L3 and memory, and the mean log2 reuse distance (weighted by bytes);
+    an access without reuse is served by the first level that holds its whole buffer. ``registers``: register tiles are left out, and an access repeated by unrolled loops that do
     not index it is loaded once (its copies share a register)."""
     nests: dict[int, list[Access]] = {}
     for a in acc:
@@ -289,7 +327,8 @@ def memory_levels(
                 lp.trip for lp in a.loops if lp.kind == ir.ForKind.UNROLLED and lp.var not in a.index_vars
             )
         dist = _reuse_distance(a, nests[id(a.loops[0].var) if a.loops else 0], registers)
-        level = 3 if dist is None else next((i for i, c in enumerate(caches) if dist <= c), 3)
+        held = _buffer_bytes(a.buffer) if dist is None else dist  # no reuse here: where the data sits
+        level = next((i for i, c in enumerate(caches) if held <= c), 3)
         levels[level] += nbytes
         if dist is not None:
             log_dist += nbytes * math.log2(1.0 + max(dist, 0.0))
@@ -301,9 +340,10 @@ def roofline(
     statements: Sequence[Statement], level_bytes: Sequence[float], lanes: int, cores: int
 ) -> dict[str, float]:
     """The estimated run time (ns) of a program: per statement its cycles (:func:`statement_cycles`)
-    times its executions, over the cores its parallel loops spread it on; plus the bytes that L2,
-    L3 and memory serve (``level_bytes``) over their bandwidth, on the cores that the parallel share
-    of the work uses. Also the share of operations that vectorise and of cycles that are latency-bound."""
+    times its executions, over the cores its parallel loops spread it on; or, when longer, the bytes
+    that L2, L3 and memory serve (``level_bytes``) over their bandwidth, on the cores that the
+    parallel share of the work uses. Also the share of operations that vectorise and of cycles that
+    are latency-bound."""
     compute = ops = vector_ops = latency_bound = parallel_cycles = all_cycles = 0.0
     for s in statements:
         cycles, vectorised, bound = statement_cycles(s, lanes)
@@ -322,7 +362,7 @@ def roofline(
     memory = sum(b / bw for b, bw in zip(level_bytes, BANDWIDTH_GBS)) / (1.0 + share * (max(cores, 1) - 1))
     compute_ns = compute / CYCLES_PER_NS
     return {
-        "log2_estimate_ns": math.log2(1.0 + compute_ns + memory),
+        "log2_estimate_ns": math.log2(1.0 + max(compute_ns, memory)),
         "log2_compute_ns": math.log2(1.0 + compute_ns),
         "log2_memory_ns": math.log2(1.0 + memory),
         "vector_op_frac": vector_ops / ops if ops else 0.0,

@@ -10,7 +10,7 @@ from autotune import ir
 from autotune.memory import Pool
 from autotune.memory.lowering import empty_plan
 from autotune.search.features import FEATURE_NAMES, features
-from autotune.search.features_estimate import CYCLES_PER_NS, roofline
+from autotune.search.features_estimate import CYCLES_PER_NS, Access, Loop, roofline, slides
 from autotune.search.target import Target
 
 TARGET = Target("test", cores=2, vector_bits=512, vector_registers=32)  # 16 float32 lanes
@@ -96,3 +96,58 @@ def test_a_rolling_buffer_reused_along_the_image_stays_in_the_first_cache() -> N
     assert x["log2_bytes_l1"] == pytest.approx(math.log2(1.0 + 3 * 8 * 512 * 1024 * 4))
     # R's reuse: 12 KiB + 4 KiB; W's (carried by y): a row of R and W, 8 KiB
     assert x["log2_reuse_distance"] == pytest.approx((math.log2(1.0 + 16384) + 2 * math.log2(1.0 + 8192)) / 3)
+
+
+def test_the_estimate_is_the_longer_of_compute_and_memory() -> None:
+    # a copy of 16 Mi floats read once (64 MiB, more than every cache): memory-bound
+    big_in, big_out = ir.decl_buffer("In", (1 << 24,)), ir.decl_buffer("Out", (1 << 24,))
+    body = loop(I, 1 << 24, ir.BufferStore(big_out, big_in[I], (I,)))
+    x = features(ir.Func("f", (big_in, big_out), body), PLAN, target=TARGET)
+    compute, memory = 2.0 ** x["log2_compute_ns"] - 1.0, 2.0 ** x["log2_memory_ns"] - 1.0
+    assert memory > compute > 0.0
+    assert 2.0 ** x["log2_estimate_ns"] - 1.0 == pytest.approx(memory)  # not their sum
+
+
+def window_nest(step: int) -> tuple[ir.Func, ir.Buffer]:
+    """for y in 64: for x in 256: for r in 3: S[y*256 + x] = S[y*256 + x] + D[(y*step + r)*256 + x]"""
+    rows = 64 * step + 2
+    D, S = ir.decl_buffer("D", (rows * 256,)), ir.decl_buffer("S", (64 * 256,))
+    Y, X, R = ir.Var("y"), ir.Var("x"), ir.Var("r")
+    out = Y * 256 + X
+    update = ir.BufferStore(S, S[out] + D[(Y * step + R) * 256 + X], (out,))
+    return ir.Func("f", (D, S), loop(Y, 64, loop(X, 256, loop(R, 3, update)))), D
+
+
+def test_a_window_sliding_by_a_row_is_read_again_from_the_first_cache() -> None:
+    # every loop indexes D, but y moves it by one row, which r (3 rows) reaches: the next y reads
+    # two of this y's rows again. Between uses: one y's 3 rows of D (3 KiB) and a row of S (1 KiB).
+    func, _ = window_nest(1)
+    x = features(func, PLAN, target=TARGET)
+    assert x["log2_bytes_l2"] == x["log2_bytes_l3"] == x["log2_bytes_mem"] == 0.0
+
+
+def test_a_read_that_no_loop_reuses_comes_from_the_cache_that_holds_its_buffer() -> None:
+    # y moves D by 4 rows, further than r reaches: no reuse. D (258 rows, 258 KiB) fits the L2 of
+    # 2 MiB, where repeated runs leave it, not memory; S is reused by r in the first cache
+    func, D = window_nest(4)
+    x = features(func, PLAN, target=TARGET)
+    assert x["log2_bytes_mem"] == x["log2_bytes_l3"] == 0.0
+    assert x["log2_bytes_l2"] == pytest.approx(math.log2(1.0 + 64 * 256 * 3 * 4))
+    assert D.nbytes > (48 << 10)
+
+
+def test_slides_finds_windows_in_plain_and_rolling_indices() -> None:
+    Y, R, X = ir.Var("y"), ir.Var("r"), ir.Var("x")
+    loops = (Loop(Y, "serial", 64.0, True), Loop(R, "serial", 3.0, True), Loop(X, "serial", 256.0, True))
+
+    def access(index: ir.Expr) -> Access:
+        buf = ir.decl_buffer("W", (1 << 16,))
+        names = frozenset(v for v in (Y, R, X) if v in ir.collect(index, ir.Var))
+        return Access(buf, (index,), loops, 1.0, False, False, names, False)
+
+    assert slides(access((Y + R) * 256 + X), 0)  # a row further: r reaches it
+    assert slides(access((Y * 2 + R) * 256 + X), 0)  # two rows further: r reaches 2
+    assert not slides(access((Y * 3 + R) * 256 + X), 0)  # three rows: beyond r's reach
+    assert slides(access(((Y + R) % 4) * 256 + X), 0)  # a rolling buffer's row
+    assert not slides(access(Y * 256 + X), 0)  # nothing inside y moves along its rows
+    assert not slides(access((Y + R) * 256 + X), 2)  # x: nothing inside it

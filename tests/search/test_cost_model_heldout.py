@@ -88,11 +88,11 @@ def test_leave_one_workload_out_fits_on_the_other_workloads_only(heldout: Any) -
 
 def test_the_table_counts_the_logs_at_or_above_the_goal(heldout: Any) -> None:
     row = {
-        "log": "x/y", "workload": "y", "ok": 10, "skipped": 0, "logged": None, "estimate": 0.5,
+        "log": "x/y", "workload": "y", "ok": 10, "skipped": 0, "noisy": 3, "logged": None, "estimate": 0.5,
         "after": {"prequential": {"spearman": 0.7, "recall": 0.5, "trials": 8.0}, "leave_one_out": 0.2},
     }  # fmt: skip
     lines = heldout.table([row], ["after"])
-    assert lines[2] == "| x/y | y | 10 | 0 | - | 0.50 | 0.70 (8) | 0.50 | 0.20 |"
+    assert lines[2] == "| x/y | y | 10 | 0 | 3 | - | 0.50 | 0.70 (8) | 0.50 | 0.20 |"
     assert "(1 of 1 >= 0.6)" in lines[3]
 
 
@@ -108,5 +108,22 @@ def test_before_and_after_side_by_side(heldout: Any) -> None:
     assert lines[2:] == [
         "| a | 0.50 | 0.65 | 0.10 | 0.30 |",
         "| b | - | 0.60 | - | 0.20 |",
-        "| **at or above 0.6** | 0 of 2 | 2 of 2 | | |",
+        "| **median** | 0.50 | 0.62 | 0.10 | 0.25 |",
+        "| **at or above 0.6** | 0 of 2 | 2 of 2 | 0 of 2 | 0 of 2 |",
     ]
+
+
+def test_before_is_the_model_and_features_of_its_commit(heldout: Any) -> None:
+    before = heldout.VARIANTS["before"]
+    assert before.names == tuple(heldout.BEFORE + n for n in heldout.BEFORE_NAMES)
+    model = before.make(0)
+    assert model.settings.prior == heldout.BEFORE + "log2_estimate_ns"
+    features_then = heldout._features_at(heldout.BEFORE_REVISION)
+    from autotune import ir
+    from autotune.memory import Pool
+    from autotune.memory.lowering import empty_plan
+
+    a, o, i = ir.decl_buffer("A", (64,)), ir.decl_buffer("O", (64,)), ir.Var("i")
+    body = ir.For(i, ir.const(0), ir.const(64), "serial", ir.BufferStore(o, a[i] * 2.0, (i,)))
+    values = features_then(ir.Func("f", (a, o), body), empty_plan((Pool("sram", 1 << 20),)))
+    assert tuple(values) == heldout.BEFORE_NAMES

@@ -138,3 +138,31 @@ def test_a_trial_timed_far_off_barely_moves_the_line() -> None:
     mean = XGBoostModel(seed=0, settings=Settings(rounds=0, prior_weight=1e9, huber=0.0))
     mean.fit(rows(est), y)
     assert mean._line[0] == pytest.approx(math.log(1e-6) + math.log(100.0) / 9)  # type: ignore[index]
+
+
+def test_rank_labels_keep_the_order_and_pull_a_far_off_trial_in() -> None:
+    from autotune.search.cost_model import _labels
+
+    z = np.log(np.array([1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1000.0]))  # the last: a descheduled slice
+    masks = [np.ones(len(z), dtype=bool)]
+    assert np.array_equal(_labels(z, masks, "log"), z)
+    ranked = _labels(z, masks, "rank")
+    assert np.all(np.diff(ranked) > 0)  # the same order
+    assert ranked[-1] < math.log(3.0)  # the slowest, but not a thousand times slower
+    assert np.median(ranked) == pytest.approx(np.median(z))
+    with pytest.raises(ValueError, match="unknown labels"):
+        _labels(z, masks, "zscore")
+
+
+def test_a_model_fitted_on_rank_labels_predicts_milliseconds_in_the_estimates_order() -> None:
+    est = np.linspace(10.0, 14.0, 12)
+    y = np.exp(est * math.log(2.0)) * 1e-6
+    y[-1] *= 1000.0  # timed far off
+    model = XGBoostModel(settings=Settings(labels="rank", rounds=0))
+    model.fit(rows(est), y)
+    assert model.predicts_ms
+    assert spearman(model.predict(rows(est, seed=1)), est) == pytest.approx(1.0)
+    # the trials say slope 1 but for the far-off one, which pulls log labels' slope up to 1.45
+    on_logs = XGBoostModel(settings=Settings(labels="log", rounds=0))
+    on_logs.fit(rows(est), y)
+    assert abs(model.prior_slope - 1.0) < 0.1 < on_logs.prior_slope - 1.0
