@@ -29,7 +29,7 @@ current features; others for ablation):
 - *estimate*: Spearman of the analytic estimate alone (feature ``log2_estimate_ns``), no learning.
 - *noisy timings*: the ok trials whose timed runs spread more than :data:`NOISY` of their median
   (:func:`autotune.measure.timing.noise`): a descheduled time slice, or a busy machine. No feature
-  of the program predicts them.
+  of the program predicts them; *estimate, steady trials*: the estimate alone over the others.
 
 Writes ``<output>/cost_model_heldout.md`` and ``.json``.
 """
@@ -316,10 +316,13 @@ def leave_one_out(logs: Sequence[Log], index: int, variant: Variant, seed: int =
     return spearman(model.predict(_matrix(target.ok, variant.names)), [t.median_ms for t in target.ok])
 
 
-def estimate_spearman(log: Log) -> float:
+def estimate_spearman(log: Log, steady: bool = False) -> float:
+    """Spearman of the estimate alone over the log's ok trials (``steady``: those whose timing is
+    not noisy)."""
     if "log2_estimate_ns" not in FEATURE_NAMES:
         return float("nan")
-    return spearman([t.features["log2_estimate_ns"] for t in log.ok], [t.median_ms for t in log.ok])
+    trials = [t for t in log.ok if not steady or t.noise <= NOISY]
+    return spearman([t.features["log2_estimate_ns"] for t in trials], [t.median_ms for t in trials])
 
 
 def evaluate(logs: Sequence[Log], variants: Sequence[str], seed: int = 0) -> list[dict[str, Any]]:
@@ -330,6 +333,7 @@ def evaluate(logs: Sequence[Log], variants: Sequence[str], seed: int = 0) -> lis
             "log": log.label, "workload": log.key, "ok": len(log.ok), "timed": len(log.trials),
             "skipped": log.skipped, "noisy": sum(t.noise > NOISY for t in log.ok),
             "logged": logged(log), "estimate": estimate_spearman(log),
+            "estimate_steady": estimate_spearman(log, steady=True),
         }  # fmt: skip
         for name in variants:
             row[name] = {
@@ -352,20 +356,22 @@ def _q(quality: dict[str, float] | None, key: str = "spearman") -> float | None:
 
 
 def table(rows: Sequence[dict[str, Any]], variants: Sequence[str]) -> list[str]:
-    head = ["log", "workload", "ok", "skipped", "noisy timings", "logged (report.md)", "estimate alone"]
+    head = ["log", "workload", "ok", "skipped", "noisy timings", "logged (report.md)", "estimate alone",
+            "estimate, steady trials"]  # fmt: skip
     for v in variants:
         head += [f"{v}: prequential (n)", f"{v}: top-k recall", f"{v}: leave one workload out"]
     lines = ["| " + " | ".join(head) + " |", "| --- | --- | " + " | ".join("---:" for _ in head[2:]) + " |"]
     for row in rows:
         cells = [row["log"], row["workload"], str(row["ok"]), str(row["skipped"]), str(row["noisy"]),
-                 _f(_q(row["logged"])), _f(row["estimate"])]  # fmt: skip
+                 _f(_q(row["logged"])), _f(row["estimate"]), _f(row["estimate_steady"])]  # fmt: skip
         for v in variants:
             pq = row[v]["prequential"]
             n = "" if pq is None else f" ({int(pq['trials'])})"
             cells += [_f(_q(pq)) + n, _f(_q(pq, "recall")), _f(row[v]["leave_one_out"])]
         lines.append("| " + " | ".join(cells) + " |")
     summary = ["**median**", "", "", "", "", _f(_median([_q(r["logged"]) for r in rows])),
-               _f(_median([r["estimate"] for r in rows]))]  # fmt: skip
+               _f(_median([r["estimate"] for r in rows])),
+               _f(_median([r["estimate_steady"] for r in rows]))]  # fmt: skip
     for v in variants:
         pq = [_q(r[v]["prequential"]) for r in rows]
         summary += [
@@ -439,7 +445,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(n) the trials predicted. *leave one workload out*: fitted on the logs of every other "
         "workload. *logged*: report.md's figure from the run's recorded predictions. *estimate alone*: "
         "Spearman of the analytic estimate (`log2_estimate_ns`) over all ok trials. *noisy timings*: "
-        f"ok trials whose timed runs spread more than {NOISY:.0%} of their median.", "",
+        f"ok trials whose timed runs spread more than {NOISY:.0%} of their median; *estimate, steady "
+        "trials*: the estimate alone over the others.", "",
         *(f"- `{name}`: {VARIANTS[name].about} ({len(VARIANTS[name].names)} features)" for name in args.variants),
         "", *([*before_after(rows), ""] if {"before", "after"} <= set(args.variants) else []),
         "Every variant:", "", *table(rows, args.variants), "",

@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from math import prod
 
 from .. import ir
@@ -235,6 +236,7 @@ def statement_cycles(s: Statement, lanes: int) -> tuple[float, bool, bool]:
     return max(issue, latency), vec is not None, latency > issue
 
 
+@lru_cache(maxsize=4096)  # a nest asks it of each index for each loop around it
 def _window_form(e: ir.Expr, var: ir.Var) -> Linear | None:
     """The affine sum in which ``var`` moves index ``e``: ``e``'s own, or that of the numerator of a
     ``% m`` or ``// m`` term of it (a rolling buffer's row); None when ``var`` is not found there."""
@@ -311,8 +313,9 @@ def memory_levels(
     acc: Sequence[Access], caches: tuple[int, int, int], registers: bool = False
 ) -> tuple[list[float], float]:
     """Bytes served by L1, L2, L3 and memory, and the mean log2 reuse distance (weighted by bytes);
-    an access without reuse is served by the first level that holds its whole buffer. ``registers``: register tiles are left out, and an access repeated by unrolled loops that do
-    not index it is loaded once (its copies share a register)."""
+    an access without reuse is served by the first level that holds its whole buffer. ``registers``:
+    register tiles are left out, and an access repeated by unrolled loops that do not index it is
+    loaded once (its copies share a register)."""
     nests: dict[int, list[Access]] = {}
     for a in acc:
         nests.setdefault(id(a.loops[0].var) if a.loops else 0, []).append(a)

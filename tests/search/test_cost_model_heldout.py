@@ -89,10 +89,11 @@ def test_leave_one_workload_out_fits_on_the_other_workloads_only(heldout: Any) -
 def test_the_table_counts_the_logs_at_or_above_the_goal(heldout: Any) -> None:
     row = {
         "log": "x/y", "workload": "y", "ok": 10, "skipped": 0, "noisy": 3, "logged": None, "estimate": 0.5,
+        "estimate_steady": 0.75,
         "after": {"prequential": {"spearman": 0.7, "recall": 0.5, "trials": 8.0}, "leave_one_out": 0.2},
     }  # fmt: skip
     lines = heldout.table([row], ["after"])
-    assert lines[2] == "| x/y | y | 10 | 0 | 3 | - | 0.50 | 0.70 (8) | 0.50 | 0.20 |"
+    assert lines[2] == "| x/y | y | 10 | 0 | 3 | - | 0.50 | 0.75 | 0.70 (8) | 0.50 | 0.20 |"
     assert "(1 of 1 >= 0.6)" in lines[3]
 
 
