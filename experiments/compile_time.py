@@ -81,12 +81,12 @@ def _standalone(path: Path, kernel: Any, args: tuple[Any, ...]) -> Any:
     """The entry function of the standalone kernel text at ``path``, compiled as ``build`` and
     ``Kernel.compile`` compile ``kernel`` (the nests with their vectoriser when the module is
     imported, the entry function with the kernel's) and run once on ``args``."""
-    from autotune.codegen.build import _import, _numba, _vectorizer
+    from autotune.codegen.build import _import, _vectorizer
 
     source = kernel.kernel_source
     module = _import(f"compile_time_{path.parent.name}_{path.stem}", path, source.outlined_vectorizer or "loop")
     fn = getattr(module, source.name)
-    with _vectorizer(_numba(), source.vectorizer):
+    with _vectorizer(source.vectorizer):
         fn(*args)
     return fn
 

@@ -82,7 +82,6 @@ def child(name: str, strides_kib: list[int], rounds: int, calls: int) -> dict[st
     from autotune.codegen import configure_numba_env
 
     configure_numba_env()  # 512-bit vectors on AVX-512: before numba reads its configuration
-    import numba
 
     from autotune.codegen.build import _vectorizer  # the vectoriser switch codegen's build uses
 
@@ -104,7 +103,7 @@ def child(name: str, strides_kib: list[int], rounds: int, calls: int) -> dict[st
             spec = importlib.util.spec_from_file_location(path.stem, path)
             assert spec is not None and spec.loader is not None
             module = importlib.util.module_from_spec(spec)
-            with _vectorizer(numba, vectorizer):
+            with _vectorizer(vectorizer):
                 spec.loader.exec_module(module)
             outputs = empty_outputs(wl.func)
             storage = tuple(aligned_full((n,), 0, dtype) for dtype, n in sizes.values())

@@ -3,11 +3,11 @@
 Each outlined nest of :func:`~autotune.codegen.source.generate_source`
 (:class:`~autotune.codegen.signature.NestModule`) is written to
 ``<cache_dir>/kernels/n_<key16>.py`` and imported as the module
-``autotune_nest_<key16>``, where numba compiles it (its signature is explicit)
-with its vectoriser set. ``key`` = :func:`kernel_key` of the module's text, which
-holds the nest's code only: kernels that share a nest (search candidates that
-differ in another stage) share its module, compiled once per process and, by
-numba's disk cache, once per machine. The kernel's module is its text with each
+``autotune_nest_<key16>``, where its decorator (:func:`autotune.codegen.runtime.nest`)
+translates it to LLVM IR, optimised with its vectoriser once per process. ``key`` =
+:func:`kernel_key` of the module's text, which holds the nest's code only: kernels that
+share a nest (search candidates that differ in another stage) share its module and its
+optimised code, linked into each. The kernel's module is its text with each
 nest's definition replaced by ``from autotune_nest_<key16> import nest as <name>``
 (:meth:`~autotune.codegen.signature.KernelSource.module_text`), written to
 ``<cache_dir>/kernels/k_<key16>.py`` (``key`` of that text), imported as the real
@@ -24,6 +24,7 @@ the nests itself (what a report shows; it runs standalone).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -31,8 +32,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -63,10 +63,22 @@ def default_cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "autotune"
 
 
+_COMPILERS = ("runtime.py", "nest_llvm.py")
+"""The modules that compile a kernel's outlined nests (numba's disk cache holds the kernel with its
+nests' code in it, and would not see a change to them)."""
+
+
+@functools.cache
+def _compilers_digest() -> str:
+    here = Path(__file__).parent
+    return hashlib.sha256(b"".join((here / name).read_bytes() for name in _COMPILERS)).hexdigest()
+
+
 def kernel_key(text: str) -> str:
-    """sha256 (hex) of a kernel's source text and the numba version that compiles it."""
+    """sha256 (hex) of a kernel's source text, the numba version that compiles it and the code that
+    compiles its outlined nests."""
     version = importlib.metadata.version("numba")
-    return hashlib.sha256(f"{text}\0numba={version}".encode()).hexdigest()
+    return hashlib.sha256(f"{text}\0numba={version}\0nests={_compilers_digest()}".encode()).hexdigest()
 
 
 def clear_memory_cache() -> None:
@@ -88,14 +100,14 @@ def _import(modname: str, path: Path, vectorizer: str) -> ModuleType:
     module = sys.modules.get(modname)
     if module is not None:
         return module
-    numba = _numba()
+    _numba()
     spec = importlib.util.spec_from_file_location(modname, path)
     if spec is None or spec.loader is None:
         raise CodegenError(f"codegen: cannot import module {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[modname] = module  # before exec: numba's cache locates the module by name
     try:
-        with _vectorizer(numba, vectorizer):
+        with _vectorizer(vectorizer):
             spec.loader.exec_module(module)
     except Exception as exc:
         del sys.modules[modname]
@@ -105,7 +117,8 @@ def _import(modname: str, path: Path, vectorizer: str) -> ModuleType:
 
 def _load_nest(nest: NestModule, kernels: Path) -> tuple[str, Path, float]:
     """Write and import ``nest``'s module (once per process): its name, its path and the seconds
-    the import took (numba compiles the nest then; 0 when this process imported it before)."""
+    the import took (its text translated to LLVM IR then, or compiled by numba when the translator
+    does not take it; 0 when this process imported it before)."""
     key = kernel_key(nest.text)
     modname, path = f"autotune_nest_{key[:16]}", kernels / f"n_{key[:16]}.py"
     with _LOCK:
@@ -130,26 +143,12 @@ def _load_dispatcher(source: KernelSource, key: str, path: Path) -> tuple[Any, f
         return dispatcher, time.perf_counter() - start
 
 
-@contextmanager
-def _vectorizer(numba: ModuleType, mode: str) -> Iterator[None]:
-    """Compile with LLVM's loop vectoriser off and SLP on when ``mode`` is ``slp``.
+def _vectorizer(mode: str) -> AbstractContextManager[None]:
+    """:func:`autotune.codegen.runtime.vectorizer_config` (imported with numba, on first use)."""
+    _numba()
+    from .runtime import vectorizer_config
 
-    numba reads ``config.LOOP_VECTORIZE``/``SLP_VECTORIZE`` each time it builds a
-    module pass manager, and its cheap pre-pass reads the codegen's ``_loopvect``;
-    both are set for the duration of one compile (under ``_LOCK``) and restored.
-    A cached kernel needs neither: the mode is part of its source, hence its key.
-    """
-    if mode != "slp":
-        yield
-        return
-    config = numba.core.config
-    codegen = numba.core.registry.cpu_target.target_context.codegen()
-    saved = (config.LOOP_VECTORIZE, config.SLP_VECTORIZE, codegen._loopvect)
-    config.LOOP_VECTORIZE, config.SLP_VECTORIZE, codegen._loopvect = False, True, False
-    try:
-        yield
-    finally:
-        config.LOOP_VECTORIZE, config.SLP_VECTORIZE, codegen._loopvect = saved
+    return vectorizer_config(mode)
 
 
 class Kernel:
@@ -160,8 +159,8 @@ class Kernel:
     ``path`` is the imported kernel module, ``nest_paths`` the modules of its outlined nests.
     ``compile_seconds`` is None until the first call or :meth:`compile`; it counts
     ``import_seconds`` too: the seconds this process spent importing the kernel's module and the
-    modules of its nests that it had not imported before (numba compiles a nest, whose signature
-    is explicit, when its module is imported; 0 when every one was imported already).
+    modules of its nests that it had not imported before (a nest's text is translated to LLVM IR
+    then, and LLVM compiles it with the kernel; 0 when every one was imported already).
     """
 
     def __init__(
@@ -249,7 +248,7 @@ class Kernel:
         numba = _numba()
         start = time.perf_counter()
         try:
-            with _LOCK, _vectorizer(numba, self.kernel_source.vectorizer):
+            with _LOCK, _vectorizer(self.kernel_source.vectorizer):
                 sig = tuple(numba.typeof(a) for a in (*arrays, *self.storage))
                 self.dispatcher.compile(sig)
         except Exception as exc:  # numba raises many types (TypingError, LoweringError, ...)

@@ -14,15 +14,15 @@ from typing import Any
 from .. import ir
 from ..ir import expr as E
 
-__all__ = ["NEST_COMPILER", "SELECT", "Names", "py_ident"]
+__all__ = ["NEST", "SELECT", "Names", "py_ident"]
 
 _IDENT = re.compile(r"[^0-9A-Za-z_]")
 SELECT = "_select"
 """The kernel's name for :func:`autotune.codegen.runtime.select`."""
-NEST_COMPILER = "_NestCompiler"
-"""The kernel's name for :class:`autotune.codegen.runtime.NestCompiler`."""
+NEST = "_nest"
+"""The kernel's name for :func:`autotune.codegen.runtime.nest`, the decorator of its outlined nests."""
 _RESERVED = frozenset(
-    {"np", "math", "numba", "range", "min", "max", "abs", "int", "float", "bool", "len", SELECT, NEST_COMPILER}
+    {"np", "math", "numba", "range", "min", "max", "abs", "int", "float", "bool", "len", SELECT, NEST}
 )
 
 

@@ -1,15 +1,19 @@
 """Outlined loop nests: a nest compiled as a function of its own, with its own vectoriser.
 
-numba compiles a function with one choice of LLVM vectoriser (see
+LLVM optimises a function with one choice of vectoriser (see
 :func:`autotune.schedule.primitives.memory.set_vectorizer`). A loop annotated
-with a vectoriser other than the kernel's becomes a separate ``numba.njit``
-function in the kernel's module, called where the loop stood::
+with a vectoriser other than the kernel's becomes a separate function in the
+kernel's module, called where the loop stood::
 
     for x_0 in range(56):                        project_x_0(depthwise_data, w_project_flat, project_flat, y_0)
         ... (the nest, SLP register tile)   -->
-                                                 @numba.njit("void(float32[::1], float32[::1], float32[::1], int64)", ...)
+                                                 @_nest("void(float32[::1], float32[::1], float32[::1], int64)", vectorizer="slp", ...)
                                                  def project_x_0(depthwise_data, w_project_flat, project_flat, y_0):
                                                      for x_0 in range(56): ...
+
+Its decorator, :func:`autotune.codegen.runtime.nest`, translates the function's text to LLVM IR
+(:mod:`~autotune.codegen.nest_llvm`), optimised with its vectoriser and linked into each kernel
+that calls it (numba compiles it only when the text leaves the translator's subset).
 
 Its arguments are the arrays the nest accesses (each a 1-d or N-d C-contiguous
 array, by the name the kernel already gives it; a banked buffer, such as the two
@@ -18,10 +22,9 @@ and the enclosing loop variables it uses (``int64``). The kernel's text defines 
 function; :func:`nest_module` also writes it as a module of its own, the function
 ``nest`` and the constants it uses, which depends on the nest's code only.
 :func:`autotune.codegen.build` imports that module (content-addressed: once per
-process, compiled once per machine by numba's disk cache) with the function's
-vectoriser set, the signature being explicit, and the module it imports for the
-kernel binds ``nest`` under the kernel's name for it; the kernel, compiled later
-with its own vectoriser, links the compiled function in. What the nest may not do, each a :class:`CodegenError`:
+process; its LLVM code is optimised once per process, and each kernel that calls it
+is cached on disk by numba with the nest's code in it), and the module it imports for the
+kernel binds ``nest`` under the kernel's name for it. What the nest may not do, each a :class:`CodegenError`:
 hold a parallel loop (it runs on the calling thread) or declare storage of its own
 other than ``local`` registers.
 """
@@ -35,7 +38,7 @@ from math import prod
 from .. import ir
 from ..errors import CodegenError
 from .exprgen import ExprWriter
-from .names import NEST_COMPILER, SELECT, Names
+from .names import NEST, SELECT, Names
 from .signature import NestModule
 
 __all__ = ["Outlined", "nest_module", "outlined_args"]
@@ -111,12 +114,12 @@ def outlined_args(nest: ir.For, exprs: ExprWriter, names: Names) -> tuple[list[s
 def nest_module(nest: Outlined, constants: list[tuple[str, str]], decorator: str) -> NestModule:
     """``nest`` as its function in the kernel's text and as a module of its own.
 
-    ``constants`` are the kernel's (name, value); ``decorator`` is the function's ``numba.njit``
-    line. In the module the function is called ``nest`` and the constants it uses are renumbered
+    ``constants`` are the kernel's (name, value); ``decorator`` is the function's decorator
+    line (:func:`autotune.codegen.runtime.nest`). In the module the function is called ``nest`` and the constants it uses are renumbered
     in order of first use, so the module's text depends on the nest's code alone::
 
         _c0 = np.float32(0.0)
-        @numba.njit("void(float32[::1], ...)", cache=True, ...)
+        @_nest("void(float32[::1], ...)", vectorizer="slp", fastmath={...})
         def nest(A_flat, B_flat, matmul_flat, io): ...
     """
     params = ", ".join(nest.params)
@@ -135,7 +138,7 @@ def nest_module(nest: Outlined, constants: list[tuple[str, str]], decorator: str
         "import numba",
         "import numpy as np",
         *([f"from autotune.codegen.runtime import select as {SELECT}"] if uses_select else []),
-        f"from autotune.codegen.runtime import NestCompiler as {NEST_COMPILER}",
+        f"from autotune.codegen.runtime import nest as {NEST}",
         "",
         *(f"{new} = {values[old]}" for old, new in renamed.items()),
         "",

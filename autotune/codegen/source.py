@@ -29,7 +29,7 @@ from ..errors import CodegenError
 from ..ir import expr as E
 from .declare import Declarations, _const_shape
 from .exprgen import ExprWriter
-from .names import NEST_COMPILER, SELECT, Names, py_ident
+from .names import NEST, SELECT, Names, py_ident
 from .outline import Outlined, nest_module, outlined_args
 from .signature import KernelSource, ParamArg, StorageArg
 from .trees import TREE_PREC, UNROLL_LIMIT, balanced, combine, unrolled_reduction
@@ -46,20 +46,16 @@ checker fills outputs with NaN."""
 VECTORIZERS = ("loop", "slp")
 
 
-def kernel_decorator(signature: str | None = None) -> str:
+def kernel_decorator(signature: str | None = None, vectorizer: str = "loop") -> str:
     """The decorator line put on every kernel (part of the source, hence of the cache key).
 
     Every kernel is ``parallel=True``, serial ones too (see :func:`generate_source`).
     With ``signature``, the decorator of an outlined nest (:mod:`~autotune.codegen.outline`):
-    compiled for that signature when its module is imported, by
-    :class:`~autotune.codegen.runtime.NestCompiler`, and not parallel (it runs on the
-    calling thread)."""
+    :func:`autotune.codegen.runtime.nest`, which compiles it for that signature with
+    ``vectorizer`` and the kernel's fast-math flags; not parallel (it runs on the calling thread)."""
     flags = "{" + ", ".join(f'"{f}"' for f in FASTMATH_FLAGS) + "}"
     if signature is not None:
-        return (
-            f'@numba.njit("{signature}", cache=True, fastmath={flags}, nogil=True, error_model="numpy", '
-            f"pipeline_class={NEST_COMPILER})"
-        )
+        return f'@{NEST}("{signature}", vectorizer="{vectorizer}", fastmath={flags})'
     return f'@numba.njit(cache=True, fastmath={flags}, nogil=True, error_model="numpy", parallel=True)'
 
 
@@ -264,13 +260,13 @@ def generate_source(func: ir.Func, name: str | None = None) -> KernelSource:
         "import numba",
         "import numpy as np",
         *([f"from autotune.codegen.runtime import select as {SELECT}"] if gen.exprs.uses_select else []),
-        *([f"from autotune.codegen.runtime import NestCompiler as {NEST_COMPILER}"] if gen.outlined else []),
+        *([f"from autotune.codegen.runtime import nest as {NEST}"] if gen.outlined else []),
         "",
     ]
     consts = gen.exprs.constants()
     if consts:
         lines += [f"{c} = {v}" for c, v in consts] + [""]
-    nests = tuple(nest_module(o, consts, kernel_decorator(o.signature)) for o in gen.outlined)
+    nests = tuple(nest_module(o, consts, kernel_decorator(o.signature, o.vectorizer)) for o in gen.outlined)
     for nest in nests:
         lines += ["", nest.definition.removesuffix("\n"), ""]
     lines += ["", kernel_decorator(), f"def {kernel}({args}):"]
