@@ -17,6 +17,7 @@ from autotune.errors import ConfigError, MeasureError
 from autotune.measure.task import MeasureTask, load_workload, load_workload_file, run_task
 from autotune.schedule import Schedule
 from autotune.search.executors import EXECUTORS, Executor, make_executor, task_limit
+from autotune.search.executors import base as executors_base
 
 pytestmark = pytest.mark.slow
 
@@ -126,7 +127,8 @@ def test_every_task_yields_once(executor: Executor) -> None:
     assert seen[0][0].workspace_bytes == 4 * 8 * 4 * 4  # pool_task(2): a 4-row window
 
 
-def test_crash_and_hang_become_results_and_the_run_goes_on(executor: Executor) -> None:
+def test_crash_and_hang_become_results_and_the_run_goes_on(executor: Executor, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(executors_base, "load_factor", lambda: 1.5)  # the machine's load, as the driver reads it
     tasks = [
         file_task("segfault"),
         file_task("hang", timeout=HANG_TIMEOUT, check=False),
@@ -139,11 +141,28 @@ def test_crash_and_hang_become_results_and_the_run_goes_on(executor: Executor) -
     assert results[1].status == "timeout" and "the worker was killed" in results[1].error
     assert results[2].status == "ok" and results[3].status == "ok", (results[2].error, results[3].error)
     # the hang is given up at its limit from submission (its timeout once per worker timing in turn,
-    # plus the allowance), whatever else the run does meanwhile
-    limit = task_limit(tasks[1], 2, ALLOWANCE)
-    assert results[1].error.startswith(
-        f"no result after {limit:g} s (timeout {HANG_TIMEOUT:g} s x 2 workers"
+    # plus the allowance, times the machine's load), whatever else the run does meanwhile
+    limit = task_limit(tasks[1], 2, ALLOWANCE, 1.5)
+    assert results[1].error == (
+        f"no result after {limit:g} s (timeout {HANG_TIMEOUT:g} s x 2 workers timing in turn + {ALLOWANCE:g} s "
+        "to start and compile, x 1.5 for the machine's load); the worker was killed"
     ), results[1].error
+
+
+def test_deadlines_grow_with_the_machines_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(executors_base, "usable_cores", lambda: 2)
+    monkeypatch.setattr(executors_base.os, "getloadavg", lambda: (6.0, 4.0, 2.0))
+    assert executors_base.load_factor() == 3.0  # six runnable processes on two cores
+    monkeypatch.setattr(executors_base.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
+    assert executors_base.load_factor() == 1.0  # an idle machine: never shorter than the limit as made
+
+    def no_load_average() -> tuple[float, float, float]:
+        raise OSError("no load average")
+
+    monkeypatch.setattr(executors_base.os, "getloadavg", no_load_average)
+    assert executors_base.load_factor() == 1.0
+    task = file_task("double", timeout=2.0)
+    assert task_limit(task, 2, 10.0, 3.0) == (10.0 + 2.0 * 2) * 3.0
 
 
 def test_remeasure_alternates_on_one_worker(executor: Executor) -> None:

@@ -14,7 +14,9 @@ time: the timed part of a task (warm-up and repeats) runs under the machine's
 by default). A task may therefore wait for the timed parts of the other
 ``workers - 1`` tasks in flight, so it may take
 ``compile_allowance + task.timeout * workers`` seconds from submission
-(``compile_allowance + task.timeout`` when it does not lock). The allowance
+(``compile_allowance + task.timeout`` when it does not lock), times the machine's load
+factor when it was submitted (:func:`~.base.load_factor`: the load average per core, at
+least 1; on a machine busy with other work everything takes longer). The allowance
 (:data:`COMPILE_ALLOWANCE_S`, 20 s by default) covers starting a worker
 process, importing numba and compiling the kernel (about 1 s, 2–4 s with
 ``parallel=True``, more on a loaded machine), which ``task.timeout`` does not.

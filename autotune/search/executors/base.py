@@ -26,6 +26,7 @@ __all__ = [
     "register_executor",
     "remeasure_limit",
     "remeasure_timeout",
+    "load_factor",
     "task_cpus",
     "task_limit",
     "timeout_result",
@@ -121,20 +122,37 @@ def task_cpus(task: MeasureTask, capacity: int) -> int:
     return max(1, min(usable_cores(), capacity)) if task.parallel and not task.lock_timing else 1
 
 
-def task_limit(task: MeasureTask, workers: int, allowance: float) -> float:
+def load_factor() -> float:
+    """How many times slower than when idle this machine runs: its one-minute load average per
+    usable core, at least 1 (1 where the system has no load average).
+
+    A worker started on a machine whose cores are all busy with other work takes that many times
+    longer to start, import numba, compile and time; a deadline made for an idle machine would
+    kill every task of a run there as hung (a clean clone's test suite beside two processes that
+    kept both cores busy: every trial of a multi-node Ray run timed out at 40 s)."""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return 1.0
+    return max(1.0, load / usable_cores())
+
+
+def task_limit(task: MeasureTask, workers: int, allowance: float, load: float = 1.0) -> float:
     """Seconds ``task`` may take from submission: the allowance, plus its timeout once, or once per
-    worker when it times under the machine's lock (it may wait for the others' timed parts)."""
-    return allowance + task.timeout * (workers if task.lock_timing else 1)
+    worker when it times under the machine's lock (it may wait for the others' timed parts), all
+    times ``load`` (:func:`load_factor` when it was submitted)."""
+    return (allowance + task.timeout * (workers if task.lock_timing else 1)) * load
 
 
-def timeout_result(task: MeasureTask, workers: int, allowance: float) -> MeasureResult:
+def timeout_result(task: MeasureTask, workers: int, allowance: float, load: float = 1.0) -> MeasureResult:
     """The ``timeout`` result of a task killed at its :func:`task_limit`, saying how the limit was made."""
-    limit = task_limit(task, workers, allowance)
+    limit = task_limit(task, workers, allowance, load)
     waits = f" x {workers} workers timing in turn" if task.lock_timing and workers > 1 else ""
+    busy = f", x {load:.2g} for the machine's load" if load > 1.0 else ""
     return MeasureResult.failure(
         "timeout",
         f"no result after {limit:g} s (timeout {task.timeout:g} s{waits} + {allowance:g} s "
-        "to start and compile); the worker was killed",
+        f"to start and compile{busy}); the worker was killed",
     )
 
 
@@ -144,9 +162,10 @@ def raised_error(index: int, task: MeasureTask | None, text: str) -> MeasureErro
     return MeasureError(f"{what} raised in the worker:\n{text}")
 
 
-def remeasure_limit(tasks: Sequence[MeasureTask], rounds: int, allowance: float) -> float:
-    """The time a remeasure may take: every task's timeout ``rounds`` times plus one allowance each."""
-    return sum(t.timeout * rounds + allowance for t in tasks)
+def remeasure_limit(tasks: Sequence[MeasureTask], rounds: int, allowance: float, load: float = 1.0) -> float:
+    """The time a remeasure may take: every task's timeout ``rounds`` times plus one allowance each,
+    times ``load`` (:func:`load_factor`)."""
+    return sum(t.timeout * rounds + allowance for t in tasks) * load
 
 
 def remeasure_timeout(limit: float) -> MeasureResult:

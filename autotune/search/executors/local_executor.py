@@ -21,6 +21,7 @@ from typing import Any
 from ...measure.isolate import exit_text
 from ...measure.result import MeasureResult
 from ...measure.task import MeasureTask, remeasure_tasks, run_task
+from . import base
 from .base import (
     COMPILE_ALLOWANCE_S,
     WORKER_JOBS,
@@ -90,7 +91,8 @@ def _quiet_start() -> Iterator[None]:
 
 @dataclass
 class _Child:
-    """A local worker process and the job it runs (``index``, ``task``, ``deadline``, ``cpus``)."""
+    """A local worker process and the job it runs (``index``, ``task``, ``deadline``, ``cpus``, and
+    the machine's ``load`` factor its deadline was made with)."""
 
     proc: BaseProcess
     conn: Connection
@@ -98,6 +100,7 @@ class _Child:
     task: MeasureTask | None = None
     deadline: float = 0.0
     cpus: int = 1
+    load: float = 1.0
     jobs: int = 0  # jobs sent to this process so far
 
     def send(
@@ -188,8 +191,10 @@ class LocalExecutor(Executor):
             while pending or running:
                 while pending and self._fits(pending[0][1], running):
                     i, task = pending.popleft()
-                    limit = task_limit(task, self.workers, self.compile_allowance)
+                    load = base.load_factor()
+                    limit = task_limit(task, self.workers, self.compile_allowance, load)
                     child = self._start(i, task, "run", (task,), limit)
+                    child.load = load
                     child.cpus = task_cpus(task, self.workers)
                     running.append(child)
                 wait([c.conn for c in running], max(0.0, min(c.deadline for c in running) - time.monotonic()))
@@ -205,14 +210,14 @@ class LocalExecutor(Executor):
                     elif child.deadline <= time.monotonic():
                         running.remove(child)
                         child.kill()
-                        timeout = timeout_result(tasks[child.index], self.workers, self.compile_allowance)
+                        timeout = timeout_result(tasks[child.index], self.workers, self.compile_allowance, child.load)
                         yield child.index, timeout, "local"
         finally:
             for child in running:  # interrupted, or a worker raised: what is in flight is not waited for
                 child.kill()
 
     def remeasure(self, tasks: Sequence[MeasureTask], rounds: int) -> list[list[MeasureResult]]:
-        limit = remeasure_limit(tasks, rounds, self.compile_allowance)
+        limit = remeasure_limit(tasks, rounds, self.compile_allowance, base.load_factor())
         self.remeasure_node = "local"
         child = self._start(0, None, "remeasure", (list(tasks), rounds), limit)
         try:

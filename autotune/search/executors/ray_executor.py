@@ -17,6 +17,7 @@ from typing import Any
 from ...errors import ConfigError
 from ...measure.result import MeasureResult
 from ...measure.task import MeasureTask, remeasure_tasks, run_task
+from . import base
 from .base import (
     COMPILE_ALLOWANCE_S,
     UNKNOWN_NODE,
@@ -205,41 +206,42 @@ class RayExecutor(Executor):
                 raise raised_error(index, task, str(exc)) from exc
             return failure, UNKNOWN_NODE
 
-    def _fits(self, task: MeasureTask, inflight: Iterable[tuple[int, float, int]]) -> bool:
+    def _fits(self, task: MeasureTask, inflight: Iterable[tuple[int, float, int, float]]) -> bool:
         """Whether ``task`` may be submitted beside ``inflight``: its CPUs are free (or nothing runs)."""
-        booked = [cpus for _, _, cpus in inflight]
+        booked = [cpus for _, _, cpus, _ in inflight]
         return not booked or sum(booked) + task_cpus(task, self.capacity) <= self.workers
 
     def run(self, tasks: Sequence[MeasureTask]) -> Iterator[tuple[int, MeasureResult, str]]:
         ray = self._ray
         pending = deque(enumerate(tasks))
-        inflight: dict[Any, tuple[int, float, int]] = {}  # ref -> (index, deadline, cpus)
+        inflight: dict[Any, tuple[int, float, int, float]] = {}  # ref -> (index, deadline, cpus, load)
         try:
             while pending or inflight:
                 while pending and self._fits(pending[0][1], inflight.values()):
                     i, task = pending.popleft()
-                    deadline = time.monotonic() + task_limit(task, self.workers, self.compile_allowance)
+                    load = base.load_factor()
+                    deadline = time.monotonic() + task_limit(task, self.workers, self.compile_allowance, load)
                     cpus = task_cpus(task, self.capacity)
-                    inflight[self._run_remote.options(num_cpus=cpus).remote(task)] = (i, deadline, cpus)
-                wait_s = max(0.0, min(d for _, d, _ in inflight.values()) - time.monotonic())
+                    inflight[self._run_remote.options(num_cpus=cpus).remote(task)] = (i, deadline, cpus, load)
+                wait_s = max(0.0, min(d for _, d, _, _ in inflight.values()) - time.monotonic())
                 ray.wait(list(inflight), num_returns=1, timeout=wait_s)
                 # the consumer may have been slow: collect every finished task before judging deadlines
                 ready, _ = ray.wait(list(inflight), num_returns=len(inflight), timeout=0)
                 for ref in ready:
-                    i, _, _ = inflight.pop(ref)
+                    i, _, _, _ = inflight.pop(ref)
                     result, node = self._collect(ref, i, tasks[i])
                     yield i, result, node
                 now = time.monotonic()
-                for ref, (i, deadline, _) in list(inflight.items()):
+                for ref, (i, deadline, _, load) in list(inflight.items()):
                     # a task that has just finished is not cancelled: it is collected next time round
                     if deadline <= now and self._cancel([ref]):
                         del inflight[ref]
-                        yield i, timeout_result(tasks[i], self.workers, self.compile_allowance), UNKNOWN_NODE
+                        yield i, timeout_result(tasks[i], self.workers, self.compile_allowance, load), UNKNOWN_NODE
         finally:
             self._abandon(list(inflight))
 
     def remeasure(self, tasks: Sequence[MeasureTask], rounds: int) -> list[list[MeasureResult]]:
-        limit = remeasure_limit(tasks, rounds, self.compile_allowance)
+        limit = remeasure_limit(tasks, rounds, self.compile_allowance, base.load_factor())
         self.remeasure_node = UNKNOWN_NODE
         cpus = max((task_cpus(t, self.capacity) for t in tasks), default=1)
         ref = self._remeasure_remote.options(num_cpus=cpus).remote(list(tasks), rounds)
