@@ -16,6 +16,7 @@ with ``NestCompiler``. ``vectorizer_config(mode)`` sets LLVM's vectorisers for o
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import os
@@ -25,6 +26,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import llvmlite
 import llvmlite.binding as ll
 import numpy as np
 from llvmlite import ir as llvmir
@@ -96,6 +98,16 @@ def vectorizer_config(mode: str) -> Iterator[None]:
         config.LOOP_VECTORIZE, config.SLP_VECTORIZE, codegen._loopvect = saved
 
 
+@functools.cache
+def _reads_opaque_pointers() -> bool:
+    """Whether this llvmlite's LLVM parses the IR the translator writes (pointers as ``ptr``)."""
+    try:
+        ll.parse_assembly("define void @f(ptr %p) {\n  ret void\n}\n")
+    except RuntimeError:
+        return False
+    return True
+
+
 _LIBRARIES: dict[str, Any] = {}
 """A translated nest's compiled code library, by symbol, once per process."""
 _LIBRARIES_LOCK = threading.Lock()
@@ -149,6 +161,8 @@ def nest(signature: str, vectorizer: str, fastmath: set[str]) -> Callable[[Calla
 
     def decorate(fn: Callable[..., None]) -> Any:
         try:
+            if not _reads_opaque_pointers():
+                raise Unsupported(f"llvmlite {llvmlite.__version__} does not read LLVM IR with opaque pointers (ptr)")
             source = textwrap.dedent(inspect.getsource(fn))
             params = [_param(name, ty) for name, ty in zip(inspect.signature(fn).parameters, argtys, strict=True)]
             key = hashlib.sha256("\n".join((source, signature, vectorizer, *flags)).encode()).hexdigest()[:20]

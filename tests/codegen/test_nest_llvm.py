@@ -203,3 +203,9 @@ def test_a_zero_divisor_gives_zero_as_numbas_numpy_error_model():
     iout = np.full(2, 5, np.int64)
     _caller(_as_llvm(div, "void(int64[::1], int64)"), 2)(iout, 0)
     np.testing.assert_array_equal(iout, [0, 0])
+
+
+def test_an_llvm_that_reads_no_opaque_pointers_leaves_the_nest_to_numba(monkeypatch):
+    monkeypatch.setattr(runtime, "_reads_opaque_pointers", lambda: False)
+    compiled = runtime.nest("void(float32[::1], float32[::1])", "loop", FLAGS)(_tanh)
+    assert re.fullmatch(r"numba: llvmlite \S+ does not read LLVM IR with opaque pointers \(ptr\)", compiled.compiled_by)
