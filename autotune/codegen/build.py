@@ -63,7 +63,7 @@ def default_cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "autotune"
 
 
-_COMPILERS = ("runtime.py", "nest_llvm.py")
+_COMPILERS = ("runtime.py", "nest_llvm.py", "nest_llvm_exprs.py", "nest_llvm_types.py")
 """The modules that compile a kernel's outlined nests (numba's disk cache holds the kernel with its
 nests' code in it, and would not see a change to them)."""
 
