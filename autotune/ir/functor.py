@@ -5,6 +5,11 @@ back to a generic walk over the dataclass fields. The transformer rebuilds a nod
 only when one of its children changed, so unchanged subtrees keep their identity.
 Buffers are leaves of the walk; every place a buffer is referenced goes through
 :meth:`Transformer.visit_buffer`, so a subclass can swap buffers everywhere.
+
+The walk descends into a field's value when it is a node, a buffer or a tuple (of
+any of these); a field declared ``str``, ``int``, ``float`` or ``bool`` holds none
+of them and is skipped (:func:`walked_fields`). What a value is, is looked up by its
+class once (:func:`_kind_of`), not tested with ``isinstance`` at every field.
 """
 
 from __future__ import annotations
@@ -17,6 +22,11 @@ from .buffer import Buffer
 from .expr import Expr, Node, Var
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
+_WALKED: dict[type, tuple[str, ...]] = {}
+_SCALAR_TYPES = frozenset({"str", "int", "float", "bool", str, int, float, bool})
+
+_OTHER, _BUFFER, _NODE, _TUPLE = 0, 1, 2, 3
+_KINDS: dict[type, int] = {}
 
 
 def node_fields(cls: type) -> tuple[str, ...]:
@@ -27,19 +37,49 @@ def node_fields(cls: type) -> tuple[str, ...]:
     return names
 
 
+def walked_fields(cls: type) -> tuple[str, ...]:
+    """The fields of the dataclass ``cls`` that may hold a node, a buffer or a tuple: all but those
+    declared ``str``, ``int``, ``float`` or ``bool`` (keyed on the class, whose fields never change)."""
+    names = _WALKED.get(cls)
+    if names is None:
+        names = tuple(f.name for f in fields(cls) if f.type not in _SCALAR_TYPES)
+        _WALKED[cls] = names
+    return names
+
+
+def _kind_of(cls: type) -> int:
+    """What a value of class ``cls`` is to the walk: a buffer (a leaf), another node, a tuple, or other."""
+    kind = _KINDS.get(cls)
+    if kind is None:
+        if issubclass(cls, Buffer):
+            kind = _BUFFER
+        elif issubclass(cls, Node):
+            kind = _NODE
+        elif issubclass(cls, tuple):
+            kind = _TUPLE
+        else:
+            kind = _OTHER
+        _KINDS[cls] = kind
+    return kind
+
+
 def _dispatch(obj: Any, cls: type) -> Any:
-    """The ``visit_<Class>`` method of ``obj`` for ``cls`` or its nearest base class, or None."""
+    """The ``visit_<Class>`` function of ``obj``'s class for ``cls`` or its nearest base class, or None."""
     table = type(obj).__dict__.get("_dispatch_table")
     if table is None:
         table = {}
         type(obj)._dispatch_table = table  # type: ignore[attr-defined]
     if cls not in table:
-        table[cls] = next(
-            (f"visit_{base.__name__}" for base in cls.__mro__ if hasattr(obj, f"visit_{base.__name__}") and base is not object),
+        name = next(
+            (
+                f"visit_{base.__name__}"
+                for base in cls.__mro__
+                if hasattr(obj, f"visit_{base.__name__}") and base is not object
+            ),
             None,
         )
-    name = table[cls]
-    return getattr(obj, name) if name is not None else None
+        table[cls] = getattr(type(obj), name) if name is not None else None
+    return table[cls]
 
 
 class Visitor:
@@ -49,22 +89,26 @@ class Visitor:
     def visit(self, node: Any) -> None:
         method = _dispatch(self, type(node))
         if method is not None:
-            method(node)
+            method(self, node)
         else:
             self.generic_visit(node)
 
     def generic_visit(self, node: Any) -> None:
-        for name in node_fields(type(node)):
+        for name in _WALKED.get(type(node)) or walked_fields(type(node)):
             self._visit_value(getattr(node, name))
 
     def _visit_value(self, value: Any) -> None:
-        if isinstance(value, Buffer):
-            self.visit_buffer(value)
-        elif isinstance(value, Node):
+        cls = type(value)
+        kind = _KINDS.get(cls)
+        if kind is None:
+            kind = _kind_of(cls)
+        if kind == _NODE:
             self.visit(value)
-        elif isinstance(value, tuple):
+        elif kind == _TUPLE:
             for item in value:
                 self._visit_value(item)
+        elif kind == _BUFFER:
+            self.visit_buffer(value)
 
     def visit_buffer(self, buffer: Buffer) -> None:
         """Called for every buffer reference."""
@@ -76,26 +120,35 @@ class Transformer:
     def visit(self, node: Any) -> Any:
         method = _dispatch(self, type(node))
         if method is not None:
-            return method(node)
+            return method(self, node)
         return self.generic_visit(node)
 
     def generic_visit(self, node: Any) -> Any:
-        changes: dict[str, Any] = {}
-        for name in node_fields(type(node)):
+        changes: dict[str, Any] | None = None
+        for name in _WALKED.get(type(node)) or walked_fields(type(node)):
             old = getattr(node, name)
             new = self._visit_value(old)
             if new is not old:
+                if changes is None:
+                    changes = {}
                 changes[name] = new
         return replace(node, **changes) if changes else node
 
     def _visit_value(self, value: Any) -> Any:
-        if isinstance(value, Buffer):
-            return self.visit_buffer(value)
-        if isinstance(value, Node):
+        cls = type(value)
+        kind = _KINDS.get(cls)
+        if kind is None:
+            kind = _kind_of(cls)
+        if kind == _NODE:
             return self.visit(value)
-        if isinstance(value, tuple):
-            new = tuple(self._visit_value(v) for v in value)
-            return value if all(a is b for a, b in zip(new, value)) else new
+        if kind == _TUPLE:
+            new = [self._visit_value(v) for v in value]
+            for a, b in zip(new, value):
+                if a is not b:
+                    return tuple(new)
+            return value
+        if kind == _BUFFER:
+            return self.visit_buffer(value)
         return value
 
     def visit_buffer(self, buffer: Buffer) -> Buffer:
@@ -135,24 +188,41 @@ def post_order_visit(node: Any, fn: Callable[[Any], None]) -> None:
     _PostOrder(fn).visit(node)
 
 
-class _PreOrder(Visitor):
-    def __init__(self, cls: type | tuple[type, ...]) -> None:
-        self.cls = cls
-        self.found: list[Any] = []
-
-    def visit(self, node: Any) -> None:
-        if isinstance(node, self.cls):
-            self.found.append(node)
-        self.generic_visit(node)
+def _walk(node: Any, found: Callable[[Any], None], cls: type | tuple[type, ...]) -> None:
+    """Call ``found`` on every node of class ``cls`` under ``node`` (``node`` included, whatever it
+    is), in pre order, without descending into buffers below ``node``."""
+    if isinstance(node, cls):
+        found(node)
+    stack = [getattr(node, name) for name in reversed(walked_fields(type(node)))]
+    pop, push = stack.pop, stack.extend
+    kinds, walked = _KINDS, _WALKED
+    while stack:
+        value = pop()
+        vcls = type(value)
+        kind = kinds.get(vcls)
+        if kind is None:
+            kind = _kind_of(vcls)
+        if kind == _NODE:
+            if isinstance(value, cls):
+                found(value)
+            names = walked.get(vcls)
+            if names is None:
+                names = walked_fields(vcls)
+            for name in reversed(names):
+                stack.append(getattr(value, name))
+        elif kind == _TUPLE:
+            push(reversed(value))
 
 
 def collect(node: Any, cls: type | tuple[type, ...]) -> list[Any]:
     """Every node of class ``cls`` under ``node``, in pre order (program order for statements)."""
-    c = _PreOrder(cls)
-    c.visit(node)
-    return c.found
+    found: list[Any] = []
+    _walk(node, found.append, cls)
+    return found
 
 
 def free_vars(node: Any) -> set[Var]:
     """Every variable referenced under ``node`` (bound or not)."""
-    return set(collect(node, Var))
+    found: set[Var] = set()
+    _walk(node, found.add, Var)
+    return found
