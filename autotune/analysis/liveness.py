@@ -37,20 +37,7 @@ Lifetime = tuple[int, int]
 
 def allocate_nodes(func: ir.Func) -> list[ir.Allocate]:
     """Every ``Allocate`` of ``func`` in program order (pre-order, outer before inner)."""
-    finder = _AllocateFinder()
-    finder.visit(func.body)
-    return finder.found
-
-
-class _AllocateFinder(ir.Visitor):
-    """Collects ``Allocate`` nodes before their bodies."""
-
-    def __init__(self) -> None:
-        self.found: list[ir.Allocate] = []
-
-    def visit_Allocate(self, node: ir.Allocate) -> None:
-        self.found.append(node)
-        self.generic_visit(node)
+    return ir.collect(func.body, ir.Allocate)
 
 
 @dataclass

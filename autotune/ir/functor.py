@@ -9,24 +9,30 @@ Buffers are leaves of the walk; every place a buffer is referenced goes through
 The walk descends into a field's value when it is a node, a buffer or a tuple (of
 any of these); a field declared ``str``, ``int``, ``float`` or ``bool`` holds none
 of them and is skipped (:func:`walked_fields`). What a value is, is looked up by its
-class once (:func:`_kind_of`), not tested with ``isinstance`` at every field.
+class once (:func:`_kind_of`), not tested with ``isinstance`` at every field. Looking for
+statements only, :func:`collect` does not descend into the nodes that hold none
+(:func:`_holds_no_statement`: expressions, ranges, regions, iteration variables).
 """
 
 from __future__ import annotations
 
+import re
+import sys
 from collections.abc import Callable, Mapping
-from dataclasses import fields, replace
+from dataclasses import fields, is_dataclass, replace
 from typing import Any
 
 from .buffer import Buffer
 from .expr import Expr, Node, Var
+from .stmt import Stmt
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
 _WALKED: dict[type, tuple[str, ...]] = {}
 _SCALAR_TYPES = frozenset({"str", "int", "float", "bool", str, int, float, bool})
 
-_OTHER, _BUFFER, _NODE, _TUPLE = 0, 1, 2, 3
+_OTHER, _BUFFER, _TUPLE, _NODE, _PLAIN = 0, 1, 2, 3, 4  # _PLAIN: a node that holds no statement; nodes last
 _KINDS: dict[type, int] = {}
+_STMT_ONLY: dict[Any, bool] = {}
 
 
 def node_fields(cls: type) -> tuple[str, ...]:
@@ -47,14 +53,37 @@ def walked_fields(cls: type) -> tuple[str, ...]:
     return names
 
 
+_NO_STATEMENT_NAMES = frozenset({"str", "int", "float", "bool", "None", "tuple", "Expr", "Var", "Buffer"})
+
+
+def _holds_no_statement(cls: type) -> bool:
+    """True for an expression class (expressions never hold statements), and for a node class whose
+    fields are declared with only scalars, expressions, buffers, tuples of them and other such
+    classes (``Range``, ``BufferRegion``, ``IterVar``); False for anything else, statements included."""
+    if issubclass(cls, Expr):
+        return True
+    if issubclass(cls, Stmt) or not is_dataclass(cls):
+        return False
+    module = sys.modules[cls.__module__]
+    for f in fields(cls):
+        for name in re.findall(r"[A-Za-z_]\w*", f.type if isinstance(f.type, str) else str(f.type)):
+            if name in _NO_STATEMENT_NAMES:
+                continue
+            ref = getattr(module, name, None)
+            if not (isinstance(ref, type) and ref is not cls and _holds_no_statement(ref)):
+                return False
+    return True
+
+
 def _kind_of(cls: type) -> int:
-    """What a value of class ``cls`` is to the walk: a buffer (a leaf), another node, a tuple, or other."""
+    """What a value of class ``cls`` is to the walk: a buffer (a leaf), a node that holds no statement,
+    another node, a tuple, or other."""
     kind = _KINDS.get(cls)
     if kind is None:
         if issubclass(cls, Buffer):
             kind = _BUFFER
         elif issubclass(cls, Node):
-            kind = _NODE
+            kind = _PLAIN if _holds_no_statement(cls) else _NODE
         elif issubclass(cls, tuple):
             kind = _TUPLE
         else:
@@ -102,7 +131,7 @@ class Visitor:
         kind = _KINDS.get(cls)
         if kind is None:
             kind = _kind_of(cls)
-        if kind == _NODE:
+        if kind >= _NODE:
             self.visit(value)
         elif kind == _TUPLE:
             for item in value:
@@ -139,7 +168,7 @@ class Transformer:
         kind = _KINDS.get(cls)
         if kind is None:
             kind = _kind_of(cls)
-        if kind == _NODE:
+        if kind >= _NODE:
             return self.visit(value)
         if kind == _TUPLE:
             new = [self._visit_value(v) for v in value]
@@ -188,30 +217,45 @@ def post_order_visit(node: Any, fn: Callable[[Any], None]) -> None:
     _PostOrder(fn).visit(node)
 
 
+def _stmt_only(cls: type | tuple[type, ...]) -> bool:
+    """True when every class of ``cls`` is a statement class (keyed on ``cls``, a class or a tuple of them)."""
+    only = _STMT_ONLY.get(cls)
+    if only is None:
+        only = all(issubclass(c, Stmt) for c in (cls if isinstance(cls, tuple) else (cls,)))
+        _STMT_ONLY[cls] = only
+    return only
+
+
 def _walk(node: Any, found: Callable[[Any], None], cls: type | tuple[type, ...]) -> None:
     """Call ``found`` on every node of class ``cls`` under ``node`` (``node`` included, whatever it
-    is), in pre order, without descending into buffers below ``node``."""
+    is), in pre order, without descending into buffers below ``node``. Looking for statements only,
+    it does not descend into the nodes that hold none (:func:`_holds_no_statement`)."""
     if isinstance(node, cls):
         found(node)
     stack = [getattr(node, name) for name in reversed(walked_fields(type(node)))]
     pop, push = stack.pop, stack.extend
     kinds, walked = _KINDS, _WALKED
+    skip_plain = _stmt_only(cls)
     while stack:
         value = pop()
         vcls = type(value)
         kind = kinds.get(vcls)
         if kind is None:
             kind = _kind_of(vcls)
-        if kind == _NODE:
-            if isinstance(value, cls):
-                found(value)
-            names = walked.get(vcls)
-            if names is None:
-                names = walked_fields(vcls)
-            for name in reversed(names):
-                stack.append(getattr(value, name))
-        elif kind == _TUPLE:
-            push(reversed(value))
+        if kind == _PLAIN:
+            if skip_plain:
+                continue
+        elif kind != _NODE:
+            if kind == _TUPLE:
+                push(reversed(value))
+            continue
+        if isinstance(value, cls):
+            found(value)
+        names = walked.get(vcls)
+        if names is None:
+            names = walked_fields(vcls)
+        for name in reversed(names):
+            stack.append(getattr(value, name))
 
 
 def collect(node: Any, cls: type | tuple[type, ...]) -> list[Any]:

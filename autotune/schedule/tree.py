@@ -70,13 +70,19 @@ def blocks_under(stmt: ir.Stmt) -> list[ir.Block]:
 
 
 def all_names(func: ir.Func) -> set[str]:
-    names = {v.name for v in ir.collect(func.body, ir.Var)}
-    names |= {b.name for b in ir.collect(func.body, ir.Block)}
-    names |= {b.name for b in func.params}
-    for blk in ir.collect(func.body, ir.Block):
-        names |= {b.name for b in blk.alloc_buffers}
-        names |= {iv.var.name for iv in blk.iter_vars}
+    """The names of every variable, block and buffer parameter of ``func``, and of every buffer its
+    blocks allocate (one walk of the body)."""
+    names = {b.name for b in func.params}
+    for node in ir.collect(func.body, (ir.Var, ir.Block)):
+        names.add(node.name)
+        if isinstance(node, ir.Block):
+            names.update(b.name for b in node.alloc_buffers)
+            names.update(iv.var.name for iv in node.iter_vars)
     return names
+
+
+_LEAF_STMTS = (ir.BufferStore, ir.Evaluate)
+"""Statements that hold no statement (only a buffer and expressions)."""
 
 
 class _Replace(ir.Transformer):
@@ -89,6 +95,8 @@ class _Replace(ir.Transformer):
         if node is self.old:
             self.done = True
             return self.new
+        if not isinstance(node, ir.Stmt) or isinstance(node, _LEAF_STMTS):  # nor do these
+            return node
         return super().visit(node)
 
     def visit_SeqStmt(self, node: ir.SeqStmt) -> ir.Stmt:
