@@ -164,8 +164,30 @@ def _row_loop(
     return None
 
 
+_ANALYSED: dict[int, tuple[ir.Func, Cascade]] = {}
+""":func:`analyze_cascade` of the last few functions, keyed on ``id(func)``.
+
+Safe because a function is immutable and its :class:`Cascade` (strings, numbers and tuples of
+them) is a pure function of it, and each entry holds its function, so the id cannot be reused by
+another object while the entry is there. The search applies every candidate to the one workload
+function, which this analysis reads first (:meth:`~autotune.search.space_cascade.CascadeFamily.apply`).
+At most :data:`_ANALYSED_LIMIT` entries: the oldest goes first."""
+_ANALYSED_LIMIT = 8
+
+
 def analyze_cascade(func: ir.Func) -> Cascade:
     """Find the last stage, its row loop and the stages that may move; ConfigError if there is none."""
+    hit = _ANALYSED.get(id(func))
+    if hit is not None and hit[0] is func:
+        return hit[1]
+    cascade = _analyze(func)
+    if len(_ANALYSED) >= _ANALYSED_LIMIT:
+        del _ANALYSED[next(iter(_ANALYSED))]
+    _ANALYSED[id(func)] = (func, cascade)
+    return cascade
+
+
+def _analyze(func: ir.Func) -> Cascade:
     blocks = [b for b in ir.collect(func.body, ir.Block) if b.name != "root"]
     params = {id(p) for p in func.params}
     intermediates = {
