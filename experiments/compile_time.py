@@ -37,6 +37,7 @@ SCHEDULES = (
     ("bottleneck, tuned seed 0", "bottleneck_evolutionary.yaml", "results/builtins_64/bottleneck_evolutionary/best.json"),
     ("bottleneck, tuned seed 1", "bottleneck_evolutionary.yaml", "results/builtins_64/bottleneck_evolutionary_seed1/best.json"),
     ("bottleneck, tuned seed 2", "bottleneck_evolutionary.yaml", "results/builtins_64/bottleneck_evolutionary_seed2/best.json"),
+    ("bottleneck, tuned seed 3", "bottleneck_evolutionary.yaml", "results/builtins_64/bottleneck_evolutionary_seed3/best.json"),
     ("pool_chain, stored best", "pool_chain.yaml", "results/pool_chain/best.json"),
     ("matmul, stored best", "matmul.yaml", "results/matmul/best.json"),
 )

@@ -11,7 +11,8 @@ The subset, with numba's meaning:
 
 - statements: ``for v in range([a,] b)`` (no ``else``), ``if``/``else``, ``pass``, ``name = e``
   (a name keeps the type of its first assignment), ``A[i] = e``, ``A[i, j] = e`` and, for banks,
-  ``A[k][i] = e`` (the value converted to the array's dtype);
+  ``A[k][i] = e`` (the value converted to the array's dtype), and ``f(A, B, i)``, a call of
+  another translated nest (:class:`Callee`) with arrays the function was given and integers;
 - expressions: integer and bool literals; the nest's arguments, locals and module constants
   (numpy scalars); ``+ - *`` and comparisons on one kind (integers promoted as numpy promotes
   them), ``/`` of floats, ``//`` and ``%`` of integers (Python's floor semantics, 0 for a zero
@@ -41,9 +42,9 @@ from collections.abc import Callable
 import numpy as np
 
 from .nest_llvm_exprs import Expressions
-from .nest_llvm_types import LLTYPE, MEMTYPE, Constant, Local, Param, Unsupported, Value
+from .nest_llvm_types import LLTYPE, MEMTYPE, Callee, Constant, Local, Param, Unsupported, Value
 
-__all__ = ["Constant", "Param", "Unsupported", "translate"]
+__all__ = ["Callee", "Constant", "Param", "Unsupported", "translate"]
 
 
 class _Emitter(Expressions):
@@ -119,6 +120,33 @@ class _Emitter(Expressions):
         self.branch(f"br label %{head}")
         self.start(done)
 
+    def stmt_Expr(self, s: ast.Expr) -> None:
+        """``f(A, B, i)``: a call of another translated nest, each array passed as the callee takes
+        it (its data pointer and dimensions, or its banks), each integer converted to its type."""
+        call = s.value
+        if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
+            raise Unsupported(f"expression statement other than a call of a nest (line {s.lineno})")
+        name = call.func.id
+        callee = self.callees(name)
+        if not isinstance(callee, Callee):
+            raise Unsupported(f"call of {name!r} as a statement (line {s.lineno})")
+        if call.keywords or len(call.args) != len(callee.params):
+            raise Unsupported(f"call of the nest {name!r} with {len(call.args)} arguments, not {len(callee.params)} (line {s.lineno})")
+        args: list[str] = []
+        for param, arg in zip(callee.params, call.args):
+            if param.kind == "int":
+                args.append(f"{LLTYPE[param.dtype]} {self.cast(self.int_value(arg), param.dtype).text}")
+                continue
+            mine = self.params.get(arg.id) if isinstance(arg, ast.Name) else None
+            if mine is None or (mine.kind, mine.dtype, mine.ndim, mine.banks) != (param.kind, param.dtype, param.ndim, param.banks):
+                raise Unsupported(
+                    f"argument {param.name!r} of the nest {name!r} is not an array argument of its kind (line {s.lineno})"
+                )
+            args += [f"{ty} {value}" for ty, value in _flat_args(mine)]
+        types = ", ".join(ty for p in callee.params for ty, _ in _flat_args(p))
+        self.declares.add(f"declare void @{callee.symbol}({types})")
+        self.emit(f"call void @{callee.symbol}({', '.join(args)})")
+
     def stmt_If(self, s: ast.If) -> None:
         cond = self.truth(self.expr(s.test))
         then, other, done = self.label("then"), self.label("else"), self.label("endif")
@@ -132,33 +160,40 @@ class _Emitter(Expressions):
             self.stmts(s.orelse)
         self.start(done)
 
-def _signature(params: list[Param]) -> str:
-    parts: list[str] = []
-    for p in params:
-        if p.kind == "int":
-            parts.append(f"{LLTYPE[p.dtype]} %a.{p.name}")
-        elif p.kind == "banks":
-            parts += [f"ptr %a.{p.name}.b{k}" for k in range(p.banks)]
-        else:
-            parts.append(f"ptr %a.{p.name}")
-            parts += [f"i64 %a.{p.name}.d{axis}" for axis in range(1, p.ndim)]
-    return ", ".join(parts)
+def _flat_args(p: Param) -> list[tuple[str, str]]:
+    """``p`` as the LLVM arguments it is passed as, (type, value): an integer as itself, an array
+    as its data pointer and its dimensions after the first, banks as one pointer each."""
+    if p.kind == "int":
+        return [(LLTYPE[p.dtype], f"%a.{p.name}")]
+    if p.kind == "banks":
+        return [("ptr", f"%a.{p.name}.b{k}") for k in range(p.banks)]
+    return [("ptr", f"%a.{p.name}")] + [("i64", f"%a.{p.name}.d{axis}") for axis in range(1, p.ndim)]
+
+
+def _signature(params: list[Param], noalias: bool) -> str:
+    """The function's parameter list; with ``noalias``, every pointer is ``noalias``."""
+    pointer = "ptr noalias" if noalias else "ptr"
+    return ", ".join(f"{pointer if ty == 'ptr' else ty} {value}" for p in params for ty, value in _flat_args(p))
 
 
 def translate(
     source: str,
     params: list[Param],
     constants: Callable[[str], Constant | None],
-    callees: Callable[[str], str | None],
+    callees: Callable[[str], str | Callee | None],
     symbol: str,
     fastmath: tuple[str, ...],
+    noalias: bool = False,
 ) -> str:
     """The LLVM IR module text of the function defined in ``source`` (its decorators ignored),
     as the function ``symbol`` taking ``params`` in order: an array as its data pointer (an N-d
     array also its dimensions after the first, as ``i64``), banks as one pointer each, an integer
     as itself. ``constants`` gives the module-level value of a name (None: not one);
     ``callees`` what a called global name is (``min``, ``max``, ``abs``, ``select``, ``numpy`` for
-    the module whose functions ``np.<name>`` calls, or None).
+    the module whose functions ``np.<name>`` calls, a :class:`Callee` for a translated nest, or
+    None); a called nest is declared in the module, whose user links its code.
+    ``noalias``: the caller promises that no two array arguments (or banks) share memory, as numba
+    takes for the arrays of a parallel loop's body; the pointers are marked ``noalias``.
     Raises :class:`Unsupported` for a construct outside the subset (see the module docstring)."""
     try:
         tree = ast.parse(source)
@@ -176,7 +211,7 @@ def translate(
     if not emitter.terminated:
         emitter.emit("ret void")
     lines = [
-        f"define void @{symbol}({_signature(params)}) #0 {{",
+        f"define void @{symbol}({_signature(params, noalias)}) #0 {{",
         "entry:",
         *emitter.slots,
         "  br label %start",

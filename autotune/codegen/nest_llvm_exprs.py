@@ -15,6 +15,7 @@ from .nest_llvm_types import (
     INT_CMP,
     LLTYPE,
     MEMTYPE,
+    Callee,
     Constant,
     Local,
     Param,
@@ -38,7 +39,7 @@ class Expressions:
         self,
         params: list[Param],
         constants: Callable[[str], Constant | None],
-        callees: Callable[[str], str | None],
+        callees: Callable[[str], str | Callee | None],
         fastmath: str,
     ) -> None:
         self.params = {p.name: p for p in params}
@@ -331,6 +332,8 @@ class Expressions:
         kind = self.callees(name)
         if kind is None:
             raise Unsupported(f"call of {name!r}")
+        if isinstance(kind, Callee):
+            raise Unsupported(f"call of the nest {name!r} as a value")
         return kind
 
     def minmax(self, kind: str, args: list[Value], line: int) -> Value:

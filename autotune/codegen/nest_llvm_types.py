@@ -11,7 +11,7 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = [
-    "CASTS", "FLOAT_CALLS", "FLOAT_CMP", "INT_CMP", "LLTYPE", "MEMTYPE", "Constant", "Local", "Param",
+    "CASTS", "FLOAT_CALLS", "FLOAT_CMP", "INT_CMP", "LLTYPE", "MEMTYPE", "Callee", "Constant", "Local", "Param",
     "Unsupported", "Value", "bits", "float_literal", "is_float", "is_int", "promote",
 ]
 
@@ -30,6 +30,14 @@ class Param:
     dtype: str
     ndim: int = 1
     banks: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Callee:
+    """A translated nest that the function calls as a statement: its LLVM symbol and its arguments."""
+
+    symbol: str
+    params: tuple[Param, ...]
 
 
 @dataclass(frozen=True, slots=True)

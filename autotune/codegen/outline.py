@@ -49,13 +49,17 @@ _CONST = re.compile(r"\b_c\d+\b")
 
 @dataclass(frozen=True, slots=True)
 class Outlined:
-    """One outlined nest: its function's name, vectoriser, parameters, their numba signature and its body."""
+    """One outlined nest: its function's name, vectoriser, parameters, their numba signature and
+    its body; ``noalias``: no two of its arrays share storage; ``linked``: its callers link its code
+    (a parallel loop's body is not: see :func:`autotune.codegen.runtime.nest`)."""
 
     name: str
     vectorizer: str
     params: tuple[str, ...]
     signature: str
     lines: tuple[str, ...]
+    noalias: bool = False
+    linked: bool = True
 
 
 def _array_type(buf: ir.Buffer, split: int = 0) -> str:
@@ -66,31 +70,37 @@ def _array_type(buf: ir.Buffer, split: int = 0) -> str:
     return f"UniTuple({array}, {prod(buf.const_shape()[:split])})" if split else array
 
 
-def outlined_args(nest: ir.For, exprs: ExprWriter, names: Names) -> tuple[list[str], list[str]]:
-    """The argument names of the function for ``nest`` and their numba types.
+def outlined_args(
+    nest: ir.Stmt, exprs: ExprWriter, names: Names, what: str | None = None
+) -> tuple[list[str], list[str], bool]:
+    """The argument names of the function for ``nest`` (a loop, or the body of a parallel loop
+    called ``what`` in messages), their numba types, and whether every array argument has storage
+    of its own (no two are views of one allocation or parameter).
 
     Arrays first, in order of first access, then the enclosing loop variables the nest uses.
     """
-    loop = nest.loop_var.name
+    if what is None:
+        what = f"outlined loop '{nest.loop_var.name}'" if isinstance(nest, ir.For) else "outlined statement"
     parallel = [f.loop_var.name for f in ir.collect(nest, ir.For) if f.kind == ir.ForKind.PARALLEL]
     if parallel:
-        raise CodegenError(f"codegen: outlined loop '{loop}' holds the parallel loop '{parallel[0]}'")
+        raise CodegenError(f"codegen: {what} holds the parallel loop '{parallel[0]}'")
     inner = {a.data for a in ir.collect(nest, ir.Allocate) if ir.ann_get(a.annotations, "scope") == ir.REGISTER_SCOPE}
     for decl in ir.collect(nest, ir.DeclBuffer):
         if decl.buffer.data not in inner:
             raise CodegenError(
-                f"codegen: outlined loop '{loop}' declares buffer {decl.buffer.name}; only local registers may be "
+                f"codegen: {what} declares buffer {decl.buffer.name}; only local registers may be "
                 "declared inside an outlined nest"
             )
     args: list[str] = []
     types: list[str] = []
+    storage: dict[str, ir.Var] = {}  # array argument -> the data it views
     for access in ir.collect(nest, (ir.BufferLoad, ir.BufferStore)):
         buf = access.buffer
         if buf.data in inner:
             continue
         if buf in exprs.registers:
             raise CodegenError(
-                f"codegen: outlined loop '{loop}' uses the local registers {buf.name}, allocated outside it "
+                f"codegen: {what} uses the local registers {buf.name}, allocated outside it "
                 "(registers cannot be passed to a function)"
             )
         if buf not in exprs.decls:
@@ -99,16 +109,17 @@ def outlined_args(nest: ir.For, exprs: ExprWriter, names: Names) -> tuple[list[s
         if name not in args:
             args.append(name)
             types.append(_array_type(buf, split))
+            storage[name] = buf.data
     bound = {f.loop_var for f in ir.collect(nest, ir.For)}
     data = {b.data for b in (*exprs.decls, *exprs.registers)} | inner
     for var in sorted(ir.free_vars(nest) - bound - data, key=names.var):
         if var in exprs.bound:
             continue  # an unrolled loop's variable: written as its constant
         if var not in exprs.scope:
-            raise CodegenError(f"codegen: outlined loop '{loop}' uses {var.name}, which no enclosing loop defines")
+            raise CodegenError(f"codegen: {what} uses {var.name}, which no enclosing loop defines")
         args.append(names.var(var))
         types.append("int64")
-    return args, types
+    return args, types, len(set(storage.values())) == len(storage)
 
 
 def nest_module(nest: Outlined, constants: list[tuple[str, str]], decorator: str) -> NestModule:

@@ -95,6 +95,9 @@ class KernelSource:
     """Their vectoriser: numba compiles them when their modules are imported, which must happen with it set."""
     nests: tuple[NestModule, ...] = ()
     """The outlined nests as modules of their own, in the order of ``outlined``."""
+    bodies: tuple[str, ...] = ()
+    """The functions of the parallel loops' bodies, defined in the kernel's own module (they call
+    the outlined nests; the kernel calls them by their symbol)."""
 
     @property
     def arg_names(self) -> tuple[str, ...]:

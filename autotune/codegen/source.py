@@ -46,16 +46,20 @@ checker fills outputs with NaN."""
 VECTORIZERS = ("loop", "slp")
 
 
-def kernel_decorator(signature: str | None = None, vectorizer: str = "loop") -> str:
+def kernel_decorator(
+    signature: str | None = None, vectorizer: str = "loop", noalias: bool = False, linked: bool = True
+) -> str:
     """The decorator line put on every kernel (part of the source, hence of the cache key).
 
     Every kernel is ``parallel=True``, serial ones too (see :func:`generate_source`).
     With ``signature``, the decorator of an outlined nest (:mod:`~autotune.codegen.outline`):
     :func:`autotune.codegen.runtime.nest`, which compiles it for that signature with
-    ``vectorizer`` and the kernel's fast-math flags; not parallel (it runs on the calling thread)."""
+    ``vectorizer`` and the kernel's fast-math flags; not parallel (it runs on the calling thread).
+    ``noalias`` and ``linked=False`` (a parallel loop's body) are written only when set."""
     flags = "{" + ", ".join(f'"{f}"' for f in FASTMATH_FLAGS) + "}"
     if signature is not None:
-        return f'@{NEST}("{signature}", vectorizer="{vectorizer}", fastmath={flags})'
+        extra = (", noalias=True" if noalias else "") + ("" if linked else ", linked=False")
+        return f'@{NEST}("{signature}", vectorizer="{vectorizer}", fastmath={flags}{extra})'
     return f'@numba.njit(cache=True, fastmath={flags}, nogil=True, error_model="numpy", parallel=True)'
 
 
@@ -77,6 +81,11 @@ class _Generator(Declarations):
         self.outlined: list[Outlined] = []
         self.outlining: str | None = None
         """The vectoriser of the nest being outlined, while its function is written."""
+        self.bodies: list[Outlined] = []
+        """The parallel loops' bodies written as functions of their own (:meth:`_outline_body`)."""
+        self.pending: str | None = None
+        """The parallel loop whose body is outlined at the first statement below it that does not
+        declare storage (named for messages)."""
         self.names = Names(reserved={kernel_name})
         self.exprs = ExprWriter(self.names)
         self.lines: list[str] = []
@@ -95,6 +104,10 @@ class _Generator(Declarations):
         self.lines.append("    " * depth + text)
 
     def stmt(self, s: ir.Stmt, depth: int) -> None:
+        if self.pending is not None and not self._declares_storage(s):
+            what, self.pending = self.pending, None
+            if self._outline_body(s, depth, what):
+                return
         method = getattr(self, "stmt_" + type(s).__name__, None)
         if method is None:
             raise CodegenError(f"codegen: cannot generate {type(s).__name__}; lower the function first")
@@ -158,7 +171,10 @@ class _Generator(Declarations):
         self.emit(depth, f"for {self.names.var(s.loop_var)} in {_RANGE[s.kind]}({bounds}):")
         self.exprs.scope.add(s.loop_var)
         self.exprs.ranges[s.loop_var] = self._loop_range(s)
+        if s.kind == ir.ForKind.PARALLEL and self.outlining is None:
+            self.pending = f"the body of parallel loop '{s.loop_var.name}'"
         self.stmt(s.body, depth + 1)
+        self.pending = None
         self.exprs.scope.discard(s.loop_var)
         del self.exprs.ranges[s.loop_var]
         self.exprs.straight_line(False)
@@ -170,13 +186,45 @@ class _Generator(Declarations):
             raise CodegenError(f"codegen: unknown vectorizer {mode!r} on loop '{loop}' (annotation {ir.VECTORIZER_ATTR})")
         if self.outlining is not None:
             raise CodegenError(f"codegen: loop '{loop}' asks for vectorizer {mode!r} inside a nest outlined as {self.outlining!r}")
-        args, types = outlined_args(s, self.exprs, self.names)
+        args, types, _ = outlined_args(s, self.exprs, self.names)
         name = self.names.fresh(f"{self.kernel}_{self.names.var(s.loop_var)}")
         outer, self.lines, self.outlining = self.lines, [], mode
         self.stmt(s, 1)
         body, self.lines, self.outlining = self.lines, outer, None
         self.outlined.append(Outlined(name, mode, tuple(args), f"void({', '.join(types)})", tuple(body)))
         self.emit(depth, f"{name}({', '.join(args)})")
+
+    def _declares_storage(self, s: ir.Stmt) -> bool:
+        """Whether ``s`` allocates or declares a buffer on storage other than registers."""
+        if isinstance(s, ir.Allocate):
+            return ir.ann_get(s.annotations, "scope") != ir.REGISTER_SCOPE
+        return isinstance(s, ir.DeclBuffer) and s.buffer.data not in self.register_names
+
+    def _outline_body(self, s: ir.Stmt, depth: int, what: str) -> bool:
+        """``s``, the body of a parallel loop ``what`` below its storage declarations, as a call of
+        a function of its own with the kernel's vectoriser; False (nothing written) when it cannot
+        be one (:func:`~.outline.outlined_args`: it declares storage, holds a parallel loop or uses
+        registers from outside), and the body stays in the kernel's text.
+
+        numba compiles a parallel loop's body as a function of its own and links it, with every
+        nest it calls, into three more (its wrapper, the thread pool's, the kernel), optimising
+        and generating the code of each again: 2.6 s of a 3.4 s compile of a bottleneck schedule.
+        The body written as a translated nest (:func:`autotune.codegen.runtime.nest` with
+        ``linked=False``) is optimised once, its nests inlined into it, and numba's functions only
+        call it. Its arrays are ``noalias`` when no two share storage, as numba's body takes them.
+        """
+        try:
+            args, types, distinct = outlined_args(s, self.exprs, self.names, what)
+        except CodegenError:
+            return False
+        name = self.names.fresh(f"{self.kernel}_body")
+        outer, self.lines = self.lines, []
+        self.stmt(s, 1)
+        body, self.lines = self.lines, outer
+        signature = f"void({', '.join(types)})"
+        self.bodies.append(Outlined(name, self.vectorizer, tuple(args), signature, tuple(body), distinct, linked=False))
+        self.emit(depth, f"{name}({', '.join(args)})")
+        return True
 
     def _loop_range(self, s: ir.For) -> Interval:
         """The values of ``s``'s variable: ``[min, min + extent - 1]`` over the enclosing loops."""
@@ -239,6 +287,17 @@ def generate_source(func: ir.Func, name: str | None = None) -> KernelSource:
     ``func`` must be lowered (no blocks). ``name`` is the kernel's Python name
     (default: the function's). Raises :class:`CodegenError` for a construct the
     generator cannot express (a symbolic allocation, a block, an unknown intrinsic).
+
+    Each parallel loop's body is a function of its own where it can be
+    (:meth:`_Generator._outline_body`). A serial kernel's body is the one iteration of a
+    ``prange(1)``: numba compiles the body of a parallel loop as a separate function whose array
+    arguments are ``noalias`` when its alias analysis finds none (ours never alias: parameters and
+    disjoint pool views), and an outlined body is ``noalias`` on the same condition. A plain
+    function gets no such attribute, so LLVM must assume that every store may change every array,
+    and it neither vectorises nor hoists: a serial kernel of three convolution stages (1x1,
+    depthwise 3x3, 1x1) ran 5.2 ms as a function and 1.1 ms as a one-iteration parallel loop, on
+    one thread both. (``numba.set_num_threads(1)`` around it would keep the other worker from
+    waking, but a kernel that calls it cannot be cached.)
     """
     kernel = py_ident(name or func.name)
     vectorizer = str(ir.ann_get(func.attrs, ir.VECTORIZER_ATTR, "loop"))
@@ -246,9 +305,12 @@ def generate_source(func: ir.Func, name: str | None = None) -> KernelSource:
         raise CodegenError(f"codegen: unknown vectorizer {vectorizer!r} (attribute {ir.VECTORIZER_ATTR})")
     gen = _Generator(func, kernel, vectorizer)
     once = gen.names.fresh("once")
-    gen.stmt(func.body, 1)
-    if not gen.parallel:
-        gen.lines = _on_one_thread(gen.lines, once)
+    if any(f.kind == ir.ForKind.PARALLEL for f in ir.collect(func.body, ir.For)):
+        gen.stmt(func.body, 1)
+    else:
+        gen.emit(1, f"for {once} in numba.prange(1):")  # a serial kernel: see the docstring
+        gen.pending = "the kernel's body"
+        gen.stmt(func.body, 2)
     params = tuple(ParamArg(gen.names.buffer(b), b.name, _const_shape(b), b.dtype) for b in func.params)
     storage = tuple(gen.storage.values())
     args = ", ".join([p.arg for p in params] + [s.arg for s in storage])
@@ -257,10 +319,11 @@ def generate_source(func: ir.Func, name: str | None = None) -> KernelSource:
         "# generated by autotune.codegen from the lowered IR; do not edit",
         *(["# vectorizer: slp (compiled with LLVM's loop vectorizer off and SLP on)"] if vectorizer == "slp" else []),
         *(f"# outlined: {o.name} (vectorizer: {o.vectorizer})" for o in gen.outlined),
+        *(f"# parallel loop body: {b.name} (compiled once, called by its symbol)" for b in gen.bodies),
         "import numba",
         "import numpy as np",
         *([f"from autotune.codegen.runtime import select as {SELECT}"] if gen.exprs.uses_select else []),
-        *([f"from autotune.codegen.runtime import nest as {NEST}"] if gen.outlined else []),
+        *([f"from autotune.codegen.runtime import nest as {NEST}"] if gen.outlined or gen.bodies else []),
         "",
     ]
     consts = gen.exprs.constants()
@@ -269,28 +332,17 @@ def generate_source(func: ir.Func, name: str | None = None) -> KernelSource:
     nests = tuple(nest_module(o, consts, kernel_decorator(o.signature, o.vectorizer)) for o in gen.outlined)
     for nest in nests:
         lines += ["", nest.definition.removesuffix("\n"), ""]
+    for b in gen.bodies:
+        decorator = kernel_decorator(b.signature, b.vectorizer, b.noalias, b.linked)
+        lines += ["", decorator, f"def {b.name}({', '.join(b.params)}):", *b.lines, ""]
     lines += ["", kernel_decorator(), f"def {kernel}({args}):"]
     lines += [f"    # {_arg_doc(p)}" for p in params] + [f"    # {_storage_doc(s)}" for s in storage]
     lines += gen.lines
     outlined = tuple(o.name for o in gen.outlined)
     mode = gen.outlined[0].vectorizer if gen.outlined else None
     text = "\n".join(lines) + "\n"
-    return KernelSource(kernel, text, params, storage, gen.parallel, vectorizer, outlined, mode, nests)
-
-
-def _on_one_thread(body: list[str], once: str) -> list[str]:
-    """A serial kernel's body as the one iteration of a ``prange(1)``.
-
-    numba compiles the body of a parallel loop as a separate function whose
-    array arguments are ``noalias`` when its alias analysis finds none (ours
-    never alias: parameters and disjoint pool views). A plain function gets no
-    such attribute, so LLVM must assume that every store may change every
-    array, and it neither vectorises nor hoists: a serial kernel of three
-    convolution stages (1x1, depthwise 3x3, 1x1) ran 5.2 ms as a function and
-    1.1 ms as a one-iteration parallel loop, on one thread both. (``numba.set_num_threads(1)`` around it would keep the
-    other worker from waking, but a kernel that calls it cannot be cached.)
-    """
-    return [f"    for {once} in numba.prange(1):", *("    " + line for line in body)]
+    bodies = tuple(b.name for b in gen.bodies)
+    return KernelSource(kernel, text, params, storage, gen.parallel, vectorizer, outlined, mode, nests, bodies)
 
 
 def _arg_doc(p: ParamArg) -> str:

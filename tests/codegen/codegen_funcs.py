@@ -5,10 +5,12 @@ pipeline is tested elsewhere); ``banked`` is written as lowered IR by hand: an
 allocation with an axis separator, ``[2, 16]`` (two banks).
 ``register_tiled`` is a schedule instead: the register-tiled matmul, for the full pipeline.
 ``avx2`` skips a test on a host without AVX2/FMA; ``fresh_asm`` compiles a kernel anew and returns its assembly.
+``body_lines`` reads the statements of a kernel's body out of its text.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -21,6 +23,26 @@ from autotune.lowering.blocks import lower_blocks
 from autotune.schedule import Schedule
 
 Reference = Callable[..., tuple[np.ndarray, ...]]
+
+SERIAL = "for once in numba.prange(1):"
+"""The line a serial kernel's body runs under (generate_source's one-iteration parallel loop)."""
+
+
+def body_lines(text: str) -> list[str]:
+    """The statements of a kernel's body, stripped, without comments and blank lines: those of the
+    function its parallel loop's body is outlined to (``<kernel>_body``, written before the kernel)
+    where it has one, else the kernel's own (without the serial kernel's ``prange(1)`` line)."""
+    lines = text.splitlines()
+    starts = [k for k, ln in enumerate(lines) if re.match(r"def \w+_body\(", ln)] or [
+        max(k for k, ln in enumerate(lines) if ln.startswith("def "))
+    ]
+    body: list[str] = []
+    for ln in lines[starts[0] + 1 :]:
+        if ln.startswith("@"):
+            break
+        if ln.strip() and not ln.strip().startswith("#") and ln.strip() != SERIAL:
+            body.append(ln.strip())
+    return body
 
 
 def _max_pool(x: te.Tensor, name: str) -> te.Tensor:
@@ -161,7 +183,9 @@ avx2 = pytest.mark.skipif(not _host_has_avx2_fma(), reason="the host has no AVX2
 
 
 def fresh_asm(kernel: Kernel) -> str:
-    """Compile ``kernel`` anew (no disk cache: numba cannot inspect cached code) and return its assembly.
+    """Compile ``kernel`` anew (no disk cache: numba cannot inspect cached code) and return its
+    assembly, with that of its parallel loops' outlined bodies (their own code, which the kernel
+    calls; compiled anew too).
 
     The kernel's dispatcher is replaced by an uncached copy with the same options, so
     :meth:`Kernel.compile` (and its vectorizer settings) is what compiles it.
@@ -169,6 +193,9 @@ def fresh_asm(kernel: Kernel) -> str:
     import numba
 
     options = {k: v for k, v in kernel.dispatcher.targetoptions.items() if k != "nopython"}
+    namespace = kernel.dispatcher.py_func.__globals__
     kernel.dispatcher = numba.njit(**options)(kernel.dispatcher.py_func)
     kernel.compile()
-    return "\n".join(kernel.dispatcher.inspect_asm().values())
+    bodies = [namespace[name] for name in kernel.kernel_source.bodies]
+    asm = [body.assembly() for body in bodies if body.compiled_by == "llvm"]
+    return "\n".join([*kernel.dispatcher.inspect_asm().values(), *asm])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from codegen_funcs import body_lines
 
 from autotune import ir
 from autotune.codegen import build, generate_source
@@ -13,18 +14,13 @@ A, B = ir.decl_buffer("A", (8,)), ir.decl_buffer("B", (8,))
 I, J, K = ir.Var("i"), ir.Var("j"), ir.Var("k")
 
 
-SERIAL = "for once in numba.prange(1):"
-"""The line a serial kernel's body runs under (generate_source's one-iteration parallel loop)."""
-
-
 def _text(body: ir.Stmt, *params: ir.Buffer) -> str:
     return generate_source(ir.Func("f", params or (A, B), body)).text
 
 
 def _lines(text: str) -> list[str]:
     """The kernel body's statements, without the header and the argument comments."""
-    body = text.split("):\n", 1)[1].splitlines()
-    return [ln.strip() for ln in body if not ln.strip().startswith("#") and ln.strip() != SERIAL]
+    return body_lines(text)
 
 
 def _loop(var: ir.Var, extent: int, body: ir.Stmt, kind: str = "serial") -> ir.Stmt:

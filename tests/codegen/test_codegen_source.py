@@ -167,25 +167,43 @@ def test_loop_kinds() -> None:
     long_unroll = ir.For(m, ir.const(2), ir.const(UNROLL_LIMIT + 1), "unroll", ir.Evaluate(ir.const(0)))
     src = generate_source(_func(ir.seq(body, long_unroll), a, b))
     assert src.parallel and "parallel=True" in src.text
-    assert "for i in numba.prange(4):" in src.text
-    assert "for j in range(4):" in src.text
+    # the parallel loop's body is a function of its own, with i an argument, called by the loop
+    assert src.bodies == ("f_body",)
+    assert "    for i in numba.prange(4):\n        f_body(B, A, i)\n" in src.text
+    assert "\ndef f_body(B, A, i):\n    for j in range(4):\n" in src.text
     # unrolled copies k = 0 and k = 3; A is read-only, its loads become locals, and the copies
     # index relative to one local holding the index they share
-    assert "ix = i * 16 + j * 4\n            ld = A[np.uintp(ix)]\n            B[np.uintp(ix)] = ld\n" in src.text
-    assert "ld_3 = A[np.uintp(ix + 3)]\n            B[np.uintp(ix + 3)] = ld_3\n" in src.text
+    assert "ix = i * 16 + j * 4\n        ld = A[np.uintp(ix)]\n        B[np.uintp(ix)] = ld\n" in src.text
+    assert "ld_3 = A[np.uintp(ix + 3)]\n        B[np.uintp(ix + 3)] = ld_3\n" in src.text
     assert "for k in" not in src.text
     assert f"for m in range(2, {UNROLL_LIMIT + 3}):\n        pass" in src.text  # extent > UNROLL_LIMIT: a loop
 
 
 def test_a_serial_function_runs_as_one_parallel_iteration_on_one_thread() -> None:
-    # numba gives a parallel loop's body noalias arrays, a plain function none (no vectorising)
+    # numba gives a parallel loop's body noalias arrays, a plain function none (no vectorising);
+    # the body outlined is noalias too: its arrays share no storage
     func, _ = pool_chain()
     src = generate_source(func)
     assert not src.parallel and "parallel=True" in src.text
     lines = src.text.splitlines()
     start = lines.index("    for once in numba.prange(1):")
     assert all(line.startswith("        ") for line in lines[start + 1 :])  # the whole body inside
+    # the view of the intermediate's storage is made there, and the body takes it
+    assert lines[start + 1 :] == ["        pool1 = pool1_data.reshape((1, 6, 6, 2))", "        pool_chain_body(pool1, data, pool2)"]
+    assert "noalias=True, linked=False)\ndef pool_chain_body(pool1, data, pool2):\n" in src.text
     assert src.text.count("prange") == 1
+
+
+def test_a_body_whose_arrays_share_storage_is_not_noalias() -> None:
+    # B and its 2-d view V are one parameter's data: the body may not promise they do not alias
+    a, b = ir.decl_buffer("A", (16,)), ir.decl_buffer("B", (16,))
+    v = ir.decl_buffer("V", (4, 4), data=b.data)
+    i = ir.Var("i")
+    store = ir.seq(ir.BufferStore(b, a[i], (i,)), ir.BufferStore(v, a[i] + 1.0, (i // 4, i % 4)))
+    body = ir.DeclBuffer(v, ir.For(i, ir.const(0), ir.const(16), "serial", store))
+    src = generate_source(_func(body, a, b))
+    assert src.bodies == ("f_body",)
+    assert 'fastmath={"afn", "arcp", "contract", "nsz", "reassoc"}, linked=False)\ndef f_body(B, A, V):' in src.text
 
 
 def test_symbolic_loop_bounds() -> None:
@@ -213,7 +231,7 @@ def test_if_then_else_and_evaluate() -> None:
         ir.IfThenElse(i < 2, ir.BufferStore(b, a[i], (i,)), ir.Evaluate(ir.const(0))),
     )
     text = generate_source(_func(body, a, b)).text
-    assert "            if i < 2:\n                B[i] = A[i]\n            else:\n                pass\n" in text
+    assert "        if i < 2:\n            B[i] = A[i]\n        else:\n            pass\n" in text
 
 
 def test_param_alias_is_a_reshape() -> None:

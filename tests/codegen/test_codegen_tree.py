@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from codegen_funcs import body_lines
 
 from autotune import ir
 from autotune.codegen import UNROLL_LIMIT, build, generate_source
@@ -28,13 +29,13 @@ def _window(op: type[ir.BinaryOp], kinds: tuple[str, str] = ("unroll", "unroll")
 
 
 def _last(func: ir.Func) -> str:
-    return generate_source(func).text.rstrip().splitlines()[-1].strip()
+    return body_lines(generate_source(func).text)[-1]
 
 
 def test_a_max_over_an_unrolled_window_is_one_tree() -> None:
     # the inner loop (s) first: one partial per window row, then the rows; each level pairs its
     # last two parts first (the pair that the next window along shares)
-    lines = [ln.strip() for ln in generate_source(_window(ir.Max)).text.splitlines()]
+    lines = body_lines(generate_source(_window(ir.Max)).text)
     assert lines[-1] == "Y[i, j] = max(Y[i, j], t_7)"
     assert lines[-7:-1] == [
         "ld_7 = X[np.uintp(i + 2), np.uintp(j + 1)]",
@@ -66,7 +67,7 @@ def _ops(lines: list[str]) -> int:
 
 
 def test_unrolled_neighbours_share_loads_and_column_partials() -> None:
-    lines = [ln.strip() for ln in generate_source(_jammed(2)).text.splitlines()]
+    lines = body_lines(generate_source(_jammed(2)).text)
     # columns jo*2 .. jo*2 + 3: 12 loads and 4 column maxima serve both windows, and the second
     # window reuses the first's max of its last two columns (t_6): 8 + 2 + 1 max instead of 16
     assert sum(ln.startswith("ld") for ln in lines) == 12
@@ -82,7 +83,7 @@ def test_unrolled_neighbours_share_loads_and_column_partials() -> None:
 def test_unrolled_neighbouring_rows_share_the_rows_of_their_windows() -> None:
     # 2 rows x 2 columns of 3x3 windows read a 4x4 block once; the second row's column maxima reuse
     # the first row's pairs of rows (one max each), and its windows the pair of columns again
-    lines = [ln.strip() for ln in generate_source(_jammed(2, rows=2)).text.splitlines()]
+    lines = body_lines(generate_source(_jammed(2, rows=2)).text)
     assert sum(ln.startswith("ld") for ln in lines) == 16
     assert _ops(lines) == 11 + 4 + 3  # the first row as above; 4 column maxima, 3 window max
     second = lines[
@@ -104,7 +105,7 @@ def test_loads_of_storage_the_region_writes_are_not_shared() -> None:
     w, z = ir.decl_buffer("W", (2,)), ir.decl_buffer("Z", (2, 2))
     body = ir.SeqStmt((ir.BufferStore(w, X[I, k], (k,)), ir.BufferStore(z, w[0] * w[1], (I, k))))
     func = ir.Func("f", (X, w, z), _loop(I, 2, _loop(k, 2, body, "unroll")))
-    lines = [ln.strip() for ln in generate_source(func).text.splitlines()]
+    lines = body_lines(generate_source(func).text)
     assert lines[-6:] == [
         "ld = X[i, 0]",
         "W[0] = ld",
@@ -127,7 +128,7 @@ def test_jammed_windows_compute_what_numpy_does(tmp_path) -> None:
 
 
 def test_a_sum_is_a_tree_of_additions() -> None:
-    lines = [ln.strip() for ln in generate_source(_window(ir.Add, rows=1)).text.splitlines()]
+    lines = body_lines(generate_source(_window(ir.Add, rows=1)).text)
     assert lines[-3:] == ["t = (ld_1 + ld_2)", "t_1 = (ld + t)", "Y[i, j] = (Y[i, j] + t_1)"]
 
 
@@ -137,7 +138,7 @@ def test_min_is_a_tree_too_and_the_accumulator_may_be_on_the_right() -> None:
     assert isinstance(store.value, ir.Min)
     flipped = ir.BufferStore(Y, ir.Min(store.value.b, store.value.a), (I, J))
     body = _loop(I, 2, _loop(J, 4, _loop(R, 1, _loop(S, 3, flipped, "unroll"), "unroll")))
-    lines = [ln.strip() for ln in generate_source(ir.Func("f", (X, Y), body)).text.splitlines()]
+    lines = body_lines(generate_source(ir.Func("f", (X, Y), body)).text)
     assert lines[-3:] == ["t = min(ld_1, ld_2)", "t_1 = min(ld, t)", "Y[i, j] = min(Y[i, j], t_1)"]
 
 
@@ -165,7 +166,7 @@ def test_more_iterations_than_the_unroll_limit_are_trees_of_the_inner_loop() -> 
     func = ir.Func("f", (big, out), _loop(R, UNROLL_LIMIT, _loop(S, 4, body, "unroll"), "unroll"))
     stores = [ln.strip() for ln in generate_source(func).text.splitlines() if ln.strip().startswith("Y[0] =")]
     assert len(stores) == UNROLL_LIMIT  # 64 x 4 iterations: one tree of 4 per outer iteration
-    lines = [ln.strip() for ln in generate_source(func).text.splitlines()]
+    lines = body_lines(generate_source(func).text)
     assert lines[-4:] == [
         "t_189 = max(ld_254, ld_255)",
         "t_190 = max(ld_252, ld_253)",

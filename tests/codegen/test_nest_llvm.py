@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import math
 import re
+import types
 
 import numba
 import numpy as np
 import pytest
 
 from autotune.codegen import runtime
-from autotune.codegen.nest_llvm import Constant, Param, Unsupported, translate
+from autotune.codegen.nest_llvm import Callee, Constant, Param, Unsupported, translate
 from autotune.codegen.runtime import select as _select
 from autotune.codegen.source import FASTMATH_FLAGS
 
@@ -209,3 +210,132 @@ def test_an_llvm_that_reads_no_opaque_pointers_leaves_the_nest_to_numba(monkeypa
     monkeypatch.setattr(runtime, "_reads_opaque_pointers", lambda: False)
     compiled = runtime.nest("void(float32[::1], float32[::1])", "loop", FLAGS)(_tanh)
     assert re.fullmatch(r"numba: llvmlite \S+ does not read LLVM IR with opaque pointers \(ptr\)", compiled.compiled_by)
+
+
+# ---- nests that call nests; a body called by its symbol --------------------------
+def _scale_row(grid, x, i, k):
+    for j in range(4):
+        grid[i, j] = x[np.uintp(i * 4 + j)] * np.float32(k)
+
+
+def _sum_banks(out, banks, n):
+    for j in range(n):
+        out[np.uintp(j)] = banks[0][np.uintp(j)] + banks[1][np.uintp(j)]
+
+
+def _body(out, grid, x, banks, k):
+    for i in range(3):
+        _scale_row_nest(grid, x, i, k + i)  # noqa: F821 (bound by the test)
+    _sum_banks_nest(out, banks, k - 1)  # noqa: F821
+
+
+def test_a_body_calls_nests_inlined_into_its_code_and_kernels_call_it_by_its_symbol(monkeypatch):
+    row = _as_llvm(_scale_row, "void(float32[:, ::1], float32[::1], int64, int64)")
+    banks_sum = _as_llvm(_sum_banks, "void(float32[::1], UniTuple(float32[::1], 2), int64)")
+    monkeypatch.setitem(globals(), "_scale_row_nest", row)
+    monkeypatch.setitem(globals(), "_sum_banks_nest", banks_sum)
+    sig = "void(float32[::1], float32[:, ::1], float32[::1], UniTuple(float32[::1], 2), int64)"
+    body = runtime.nest(sig, "loop", FLAGS, noalias=True, linked=False)(_body)
+    assert body.compiled_by == "llvm"
+    symbol = body.translated.symbol
+    assert symbol in runtime._LIBRARIES  # compiled when it was defined, its symbol known to LLVM
+    # the callees are declared (their code is linked into the body's library), an int64 argument
+    # is passed as computed, arrays as their pointers and dimensions, banks one pointer each
+    assert f"declare void @{row.translated.symbol}(ptr, i64, ptr, i64, i64)" in body.llvm_ir
+    assert f"declare void @{banks_sum.translated.symbol}(ptr, ptr, ptr, i64)" in body.llvm_ir
+    assert re.search(rf"define void @{symbol}\(ptr noalias %a\.out, ptr noalias %a\.grid, i64 %a\.grid\.d1, ", body.llvm_ir)
+    x = np.arange(12, dtype=np.float32)
+    banks = (np.arange(4, dtype=np.float32), np.full(4, 10, np.float32))
+    out, grid = np.zeros(4, np.float32), np.zeros((3, 4), np.float32)
+    _caller(body, 5)(out, grid, x, banks, 3)
+    np.testing.assert_array_equal(grid, x.reshape(3, 4) * np.array([[3], [4], [5]], np.float32))
+    np.testing.assert_array_equal(out, [10, 11, 0, 0])
+
+
+def _tanh_body(out, x):
+    out[0] = np.tanh(x[0])
+
+
+def test_a_body_outside_the_subset_is_compiled_by_numba_with_its_kernel():
+    body = runtime.nest("void(float32[::1], float32[::1])", "loop", FLAGS, linked=False)(_tanh_body)
+    assert body.compiled_by == "numba: np.tanh of float32 (line 2)"
+    assert not body.signatures  # not compiled yet: where the kernel calls it, as the kernel's own code
+    out = np.zeros(1, np.float32)
+    _caller(body, 2)(out, np.array([0.5], np.float32))
+    assert out[0] == pytest.approx(math.tanh(0.5), rel=1e-6)
+
+
+def _callee_refused(body: str) -> str:
+    params = [Param("out", "array", "float32"), Param("banks", "banks", "float32", 1, 2), Param("n", "int", "int64")]
+    callee = Callee("g_symbol", (Param("a", "array", "float32"), Param("m", "int", "int64")))
+    with pytest.raises(Unsupported) as info:
+        translate(f"def f(out, banks, n):\n{body}\n", params, {}.get, {"g": callee}.get, "f", ())
+    return str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("    out[0] = g(out, n)", "call of the nest 'g' as a value"),
+        ("    g(out)", "call of the nest 'g' with 1 arguments, not 2 (line 2)"),
+        ("    g(banks, n)", "argument 'a' of the nest 'g' is not an array argument of its kind (line 2)"),
+        ("    g(n, n)", "argument 'a' of the nest 'g' is not an array argument of its kind (line 2)"),
+        ("    n + 1", "expression statement other than a call of a nest (line 2)"),
+        ("    h(out, n)", "call of 'h' as a statement (line 2)"),
+    ],
+)
+def test_what_a_call_of_a_nest_may_not_be_is_named(body, message):
+    assert _callee_refused(body) == message
+
+
+def _clip(out, x):
+    out[0] = min(x[0], _c3)  # noqa: F821 (bound by the test)
+
+
+def _in(namespace: dict[str, object], fn):
+    """``fn``'s code (and source) with other globals."""
+    return types.FunctionType(fn.__code__, {**globals(), **namespace}, fn.__name__)
+
+
+def test_one_text_reading_other_constants_or_calling_other_nests_is_another_function():
+    sig = "void(float32[::1], float32[::1])"
+    low, high = (runtime.nest(sig, "loop", FLAGS)(_in({"_c3": np.float32(v)}, _clip)) for v in (1.0, 5.0))
+    assert low.translated.symbol != high.translated.symbol
+    out, x = np.zeros(1, np.float32), np.array([3.0], np.float32)
+    _caller(low, 2)(out, x)
+    assert out[0] == 1.0
+    _caller(high, 2)(out, x)
+    assert out[0] == 3.0
+    # a body of one text calling either nest (``_scale_row_nest`` bound to each) is two bodies
+    row = _as_llvm(_scale_row, "void(float32[:, ::1], float32[::1], int64, int64)")
+    other = _as_llvm(_scale_row_other, "void(float32[:, ::1], float32[::1], int64, int64)")
+    banks_sum = _as_llvm(_sum_banks, "void(float32[::1], UniTuple(float32[::1], 2), int64)")
+    sig = "void(float32[::1], float32[:, ::1], float32[::1], UniTuple(float32[::1], 2), int64)"
+    bodies = [
+        runtime.nest(sig, "loop", FLAGS)(_in({"_scale_row_nest": nest, "_sum_banks_nest": banks_sum}, _body))
+        for nest in (row, other)
+    ]
+    assert [b.compiled_by for b in bodies] == ["llvm", "llvm"]
+    assert bodies[0].translated.symbol != bodies[1].translated.symbol
+
+
+def _scale_row_other(grid, x, i, k):
+    for j in range(4):
+        grid[i, j] = x[np.uintp(i * 4 + j)] + np.float32(k)
+
+
+def _negate(out, x, n):
+    for i in range(n):
+        out[np.uintp(i)] = -x[np.uintp(i)]
+
+
+def test_a_nest_compiled_for_a_caller_that_links_it_is_registered_for_one_that_calls_its_symbol():
+    sig = "void(float32[::1], float32[::1], int64)"
+    linked = _as_llvm(_negate, sig)
+    linked.library()  # compiled in this process, linked into callers, its address unknown to LLVM's linker
+    by_symbol = runtime.nest(sig, "loop", FLAGS, linked=False)(_in({}, _negate))
+    assert by_symbol.translated.symbol == linked.translated.symbol
+    assert by_symbol.translated.symbol in runtime._REGISTERED
+    out = np.zeros(3, np.float32)
+    _caller(by_symbol, 3)(out, np.array([1, 2, 3], np.float32), 3)
+    np.testing.assert_array_equal(out, [-1, -2, -3])

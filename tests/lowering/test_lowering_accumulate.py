@@ -281,12 +281,12 @@ def test_register_tile_is_scalar_accumulators(mm_small):
     assert "matmul_flat_acc[" not in text and "matmul_flat_acc_data" not in text
     # the last accumulator: zeroed with the others, initialised, updated in the k loop, stored once after it
     init, update, store = (
-        "            matmul_flat_acc_7 = _c0",
-        "                matmul_flat_acc_7 = matmul_flat_acc_7 + ld_5 * ld_4",
-        "            matmul_flat[np.uintp(io * 8 + 7)] = matmul_flat_acc_7",
+        "        matmul_flat_acc_7 = _c0",
+        "            matmul_flat_acc_7 = matmul_flat_acc_7 + ld_5 * ld_4",
+        "        matmul_flat[np.uintp(io * 8 + 7)] = matmul_flat_acc_7",
     )
     assert [line for line in lines if "matmul_flat_acc_7" in line][1:] == [init, update, store]
-    assert lines.index(init) < lines.index("            for k in range(8):") < lines.index(update) < lines.index(store)
+    assert lines.index(init) < lines.index("        for k in range(8):") < lines.index(update) < lines.index(store)
 
 
 @pytest.mark.slow

@@ -256,8 +256,14 @@ class _FakeNumba:
 def run_source(lowered: Any, inputs: tuple[np.ndarray, ...], outputs: list[np.ndarray]) -> None:
     """Run the generated kernel of ``lowered`` as Python on its planned storage (see the module docstring)."""
     source = generate_source(lowered.func)
-    text = source.text.replace("import numba\n", "").replace("from autotune.codegen.runtime import select as _select\n", "")
-    namespace: dict[str, Any] = {"numba": _FakeNumba, "_select": lambda c, a, b: a if c else b}
+    text = source.text.replace("import numba\n", "")
+    for name in ("select as _select", "nest as _nest"):
+        text = text.replace(f"from autotune.codegen.runtime import {name}\n", "")
+    namespace: dict[str, Any] = {
+        "numba": _FakeNumba,
+        "_select": lambda c, a, b: a if c else b,
+        "_nest": lambda *args, **kwargs: lambda fn: fn,  # an outlined function runs as Python too
+    }
     exec(compile(text, f"<kernel {source.name}>", "exec"), namespace)
     storage = allocate_storage(source.storage, lowered.plan)
     with np.errstate(all="ignore"), warnings.catch_warnings():
