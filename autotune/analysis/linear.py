@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from autotune.ir import (
     Add,
@@ -212,39 +213,76 @@ def _recombine(form: Linear) -> Linear:
     return form
 
 
-def _decompose(e: Expr, atoms: bool) -> Linear | None:
-    if isinstance(e, IntImm):
-        return Linear((), e.value) if is_int_dtype(e.dtype) else None
-    if not is_int_dtype(e.dtype):
-        return None
-    if isinstance(e, Var):
-        return Linear.term(e)
-    found = _decompose_op(e, atoms)
-    if found is None and atoms:
-        return Linear.term(e)
+_IMM, _VAR, _ADD, _SUB, _MUL, _FLOORDIV, _FLOORMOD, _OTHER = range(8)
+_KINDS: dict[type, int] = {}
+"""What :func:`_decompose` does with a node of each class: the ``isinstance`` tests it made on
+every node, made once per class (keyed on the class)."""
+_INT_DTYPES: dict[str, bool] = {}
+""":func:`is_int_dtype` of every dtype seen, keyed on the dtype string."""
+
+
+def _kind_of(cls: type) -> int:
+    bases = ((_IMM, IntImm), (_VAR, Var), (_ADD, Add), (_SUB, Sub), (_MUL, Mul), (_FLOORDIV, FloorDiv))
+    kind = next((k for k, base in (*bases, (_FLOORMOD, FloorMod)) if issubclass(cls, base)), _OTHER)
+    _KINDS[cls] = kind
+    return kind
+
+
+def _is_int(dtype: str) -> bool:
+    found = _INT_DTYPES.get(dtype)
+    if found is None:
+        found = _INT_DTYPES[dtype] = is_int_dtype(dtype)
     return found
 
 
-def _decompose_op(e: Expr, atoms: bool) -> Linear | None:
-    if isinstance(e, (Add, Sub, Mul)):
+def _plus(la: Linear, lb: Linear, sign: int) -> Linear:
+    """``la + sign * lb`` for two forms of :func:`_decompose` (no zero coefficient, no term twice):
+    when either has no terms, the other's are kept as they are, which is what :meth:`Linear.of` gives."""
+    if not lb.coeffs:
+        return Linear(la.coeffs, la.const + sign * lb.const)
+    if sign < 0:
+        lb = lb.scale(-1)
+    if not la.coeffs:
+        return Linear(lb.coeffs, la.const + lb.const)
+    return la + lb
+
+
+def _decompose(e: Expr, atoms: bool) -> Linear | None:
+    kind = _KINDS.get(type(e))
+    if kind is None:
+        kind = _kind_of(type(e))
+    if kind == _IMM:
+        return Linear((), e.value) if _is_int(e.dtype) else None  # type: ignore[attr-defined]
+    if not _is_int(e.dtype):
+        return None
+    if kind == _VAR:
+        return Linear(((e, 1),))
+    found = _decompose_op(e, kind, atoms) if kind != _OTHER else None
+    if found is None and atoms:
+        return Linear(((e, 1),))
+    return found
+
+
+def _decompose_op(e: Any, kind: int, atoms: bool) -> Linear | None:
+    if kind <= _MUL:  # +, -, *
         la, lb = _decompose(e.a, atoms), _decompose(e.b, atoms)
         if la is None or lb is None:
             return None
-        if isinstance(e, Add):
-            return la + lb
-        if isinstance(e, Sub):
-            return la - lb
-        if la.is_const:
+        if kind == _ADD:
+            return _plus(la, lb, 1)
+        if kind == _SUB:
+            return _plus(la, lb, -1)
+        if not la.coeffs:
             return lb.scale(la.const)
-        if lb.is_const:
+        if not lb.coeffs:
             return la.scale(lb.const)
         return None
-    if isinstance(e, (FloorDiv, FloorMod)) and isinstance(e.b, IntImm) and e.b.value != 0:
+    if isinstance(e.b, IntImm) and e.b.value != 0:  # // or %
         c = e.b.value
         la = _decompose(e.a, atoms)
         if la is None or not la.divisible_by(c):
             return None
-        if isinstance(e, FloorDiv):
+        if kind == _FLOORDIV:
             return Linear(tuple((t, k // c) for t, k in la.coeffs), la.const // c)
         return Linear((), la.const % c)
     return None

@@ -15,6 +15,7 @@ the analyzer's bounds; applying the rules twice gives the same text (idempotence
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from autotune.ir import (
@@ -28,6 +29,7 @@ from autotune.ir import (
     And,
     BinaryOp,
     Block,
+    BufferLoad,
     Call,
     Cast,
     CmpOp,
@@ -77,6 +79,24 @@ _RULES: dict[type, str] = {  # node class -> Simplifier method applied once its 
 }
 
 
+_OTHER, _BINARY, _LOAD = 0, 1, 2
+_SHAPES: dict[type, int] = {}
+"""Per expression class (its key), whether :meth:`Simplifier._children` rebuilds it directly: a
+``BinaryOp`` whose fields are exactly ``a`` and ``b``, or ``BufferLoad`` itself."""
+
+
+def _shape_of(cls: type) -> int:
+    names = tuple(f.name for f in fields(cls))
+    if issubclass(cls, BinaryOp) and names == ("a", "b"):
+        shape = _BINARY
+    elif cls is BufferLoad:
+        shape = _LOAD
+    else:
+        shape = _OTHER
+    _SHAPES[cls] = shape
+    return shape
+
+
 def _either(found: Expr | None, default: Expr) -> Expr:
     return default if found is None else found
 
@@ -95,6 +115,8 @@ class Simplifier(Transformer):
 
     def __init__(self, analyzer: Analyzer) -> None:
         self.an = analyzer
+        # children of expressions go through expr() unless a subclass changes visit or visit_buffer
+        self._direct = type(self).visit is Simplifier.visit and type(self).visit_buffer is Transformer.visit_buffer
 
     # ---- dispatch ----------------------------------------------------------
     def visit(self, node: Any) -> Any:
@@ -105,9 +127,31 @@ class Simplifier(Transformer):
     def expr(self, e: Expr) -> Expr:
         if isinstance(e, (IntImm, FloatImm, Var)):
             return e
-        e = self.generic_visit(e)
+        e = self._children(e)
         rule = _RULES.get(type(e))
         return e if rule is None else getattr(self, rule)(e)  # type: ignore[no-any-return]
+
+    def _children(self, e: Expr) -> Expr:
+        """``e`` with its children simplified: ``generic_visit(e)``, made directly for a binary
+        operator (fields ``a`` and ``b``) and a load (a buffer, which stays, and indices)."""
+        shape = _SHAPES.get(type(e))
+        if shape is None:
+            shape = _shape_of(type(e))
+        if not self._direct:
+            shape = _OTHER
+        if shape == _BINARY:
+            a, b = e.a, e.b  # type: ignore[attr-defined]
+            if isinstance(a, Expr) and isinstance(b, Expr):
+                na, nb = self.expr(a), self.expr(b)
+                return e if na is a and nb is b else type(e)(na, nb)  # type: ignore[call-arg]
+        elif shape == _LOAD:
+            indices = e.indices  # type: ignore[attr-defined]
+            if all(isinstance(i, Expr) for i in indices):
+                new = [self.expr(i) for i in indices]
+                if all(x is y for x, y in zip(new, indices)):
+                    return e
+                return BufferLoad(e.buffer, tuple(new))  # type: ignore[attr-defined]
+        return self.generic_visit(e)  # type: ignore[no-any-return]
 
     def visit_For(self, s: For) -> For:
         with self.an.scoped():

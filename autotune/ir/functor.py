@@ -20,7 +20,7 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import fields, is_dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from .buffer import Buffer
 from .expr import Expr, Node, Var
@@ -111,12 +111,23 @@ def _dispatch(obj: Any, cls: type) -> Any:
     return table[cls]
 
 
+_UNKNOWN = object()
+
+
 class Visitor:
     """Read-only walk. Override ``visit_<Class>`` (a subclass of Class dispatches there too)
     and call ``generic_visit`` to descend."""
 
+    _dispatch_table: ClassVar[dict[type, Any]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._dispatch_table = {}  # each class its own (:func:`_dispatch`)
+
     def visit(self, node: Any) -> None:
-        method = _dispatch(self, type(node))
+        method = self._dispatch_table.get(type(node), _UNKNOWN)
+        if method is _UNKNOWN:
+            method = _dispatch(self, type(node))
         if method is not None:
             method(self, node)
         else:
@@ -124,7 +135,14 @@ class Visitor:
 
     def generic_visit(self, node: Any) -> None:
         for name in _WALKED.get(type(node)) or walked_fields(type(node)):
-            self._visit_value(getattr(node, name))
+            value = getattr(node, name)
+            kind = _KINDS.get(type(value))
+            if kind is None:
+                kind = _kind_of(type(value))
+            if kind >= _NODE:
+                self.visit(value)
+            elif kind != _OTHER:
+                self._visit_value(value)
 
     def _visit_value(self, value: Any) -> None:
         cls = type(value)
@@ -146,8 +164,16 @@ class Visitor:
 class Transformer:
     """Rebuilding walk. ``visit_<Class>`` returns the replacement node."""
 
+    _dispatch_table: ClassVar[dict[type, Any]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._dispatch_table = {}  # each class its own (:func:`_dispatch`)
+
     def visit(self, node: Any) -> Any:
-        method = _dispatch(self, type(node))
+        method = self._dispatch_table.get(type(node), _UNKNOWN)
+        if method is _UNKNOWN:
+            method = _dispatch(self, type(node))
         if method is not None:
             return method(self, node)
         return self.generic_visit(node)
@@ -156,7 +182,15 @@ class Transformer:
         changes: dict[str, Any] | None = None
         for name in _WALKED.get(type(node)) or walked_fields(type(node)):
             old = getattr(node, name)
-            new = self._visit_value(old)
+            kind = _KINDS.get(type(old))
+            if kind is None:
+                kind = _kind_of(type(old))
+            if kind >= _NODE:
+                new = self.visit(old)
+            elif kind != _OTHER:
+                new = self._visit_value(old)
+            else:
+                continue
             if new is not old:
                 if changes is None:
                     changes = {}
