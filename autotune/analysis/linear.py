@@ -213,6 +213,35 @@ def _recombine(form: Linear) -> Linear:
     return form
 
 
+Known = dict[int, tuple[Expr, Linear]]
+"""Forms of expressions, keyed on ``id(expr)``, that :func:`sum_form_known` takes instead of
+walking them (:func:`remember_sum` puts them there). Each entry holds its expression, so the id
+cannot be reused by another object while the entry is there."""
+
+
+def sum_form_known(expr: Expr, known: Known) -> Linear | None:
+    """:func:`sum_form`, taking the form of any sub-expression found in ``known`` from there.
+
+    The simplifier rewrites sums bottom-up, each into the expression of its form, then takes the
+    form of the sum around it: remembering each, it walks every sum once instead of once per
+    enclosing sum."""
+    form = _decompose(expr, True, known)
+    return None if form is None else _recombine(form)
+
+
+def remember_sum(expr: Expr, form: Linear, known: Known) -> None:
+    """Put the form of ``expr`` in ``known``: ``expr`` is ``form.to_expr()``, or equal to it with the
+    same term objects, and ``form`` is what :func:`sum_form` returned.
+
+    Its form holds the positive terms of ``form``, then its negative ones, each with its
+    coefficient, and its constant: each term of a :func:`sum_form` is a variable or an expression
+    whose own form is that term alone, ``Mul(t, k)`` is ``k * t``, and a sum of distinct terms
+    keeps their order (:meth:`Linear.to_expr` writes them so)."""
+    if form.coeffs and not isinstance(expr, Var):
+        coeffs = tuple(p for p in form.coeffs if p[1] > 0) + tuple(p for p in form.coeffs if p[1] < 0)
+        known[id(expr)] = (expr, Linear(coeffs, form.const))
+
+
 _IMM, _VAR, _ADD, _SUB, _MUL, _FLOORDIV, _FLOORMOD, _OTHER = range(8)
 _KINDS: dict[type, int] = {}
 """What :func:`_decompose` does with a node of each class: the ``isinstance`` tests it made on
@@ -247,7 +276,7 @@ def _plus(la: Linear, lb: Linear, sign: int) -> Linear:
     return la + lb
 
 
-def _decompose(e: Expr, atoms: bool) -> Linear | None:
+def _decompose(e: Expr, atoms: bool, known: Known | None = None) -> Linear | None:
     kind = _KINDS.get(type(e))
     if kind is None:
         kind = _kind_of(type(e))
@@ -257,15 +286,19 @@ def _decompose(e: Expr, atoms: bool) -> Linear | None:
         return None
     if kind == _VAR:
         return Linear(((e, 1),))
-    found = _decompose_op(e, kind, atoms) if kind != _OTHER else None
+    if known is not None:
+        hit = known.get(id(e))
+        if hit is not None and hit[0] is e:
+            return hit[1]
+    found = _decompose_op(e, kind, atoms, known) if kind != _OTHER else None
     if found is None and atoms:
         return Linear(((e, 1),))
     return found
 
 
-def _decompose_op(e: Any, kind: int, atoms: bool) -> Linear | None:
+def _decompose_op(e: Any, kind: int, atoms: bool, known: Known | None) -> Linear | None:
     if kind <= _MUL:  # +, -, *
-        la, lb = _decompose(e.a, atoms), _decompose(e.b, atoms)
+        la, lb = _decompose(e.a, atoms, known), _decompose(e.b, atoms, known)
         if la is None or lb is None:
             return None
         if kind == _ADD:
@@ -279,7 +312,7 @@ def _decompose_op(e: Any, kind: int, atoms: bool) -> Linear | None:
         return None
     if isinstance(e.b, IntImm) and e.b.value != 0:  # // or %
         c = e.b.value
-        la = _decompose(e.a, atoms)
+        la = _decompose(e.a, atoms, known)
         if la is None or not la.divisible_by(c):
             return None
         if kind == _FLOORDIV:

@@ -54,7 +54,7 @@ from autotune.ir import (
 )
 
 from .const_fold import fold_binary, fold_call, fold_cast, fold_not
-from .linear import Linear, is_int_dtype, sum_form
+from .linear import Known, Linear, is_int_dtype, remember_sum, sum_form, sum_form_known
 
 if TYPE_CHECKING:
     from .arith import Analyzer
@@ -115,6 +115,7 @@ class Simplifier(Transformer):
 
     def __init__(self, analyzer: Analyzer) -> None:
         self.an = analyzer
+        self.known: Known = {}  # the forms of the sums it wrote (:func:`~.linear.remember_sum`)
         # children of expressions go through expr() unless a subclass changes visit or visit_buffer
         self._direct = type(self).visit is Simplifier.visit and type(self).visit_buffer is Transformer.visit_buffer
 
@@ -172,8 +173,12 @@ class Simplifier(Transformer):
         folded = fold_binary(e, e.a, e.b)
         if folded is not None:
             return folded
-        form = sum_form(e) if is_int_dtype(e.dtype) else None
-        return e if form is None else _same(e, form.to_expr(e.dtype))
+        form = sum_form_known(e, self.known) if is_int_dtype(e.dtype) else None
+        if form is None:
+            return e
+        out = _same(e, form.to_expr(e.dtype))
+        remember_sum(out, form, self.known)
+        return out
 
     def _divisor(self, e: BinaryOp) -> tuple[Linear, int] | None:
         """The numerator's form and the constant non-zero divisor of an integer ``//``/``%``."""
