@@ -64,15 +64,34 @@ def _holds_no_statement(cls: type) -> bool:
         return True
     if issubclass(cls, Stmt) or not is_dataclass(cls):
         return False
+    return all(_declared_without_statement(cls, f.type) for f in fields(cls))
+
+
+def _declared_without_statement(cls: type, declared: Any) -> bool:
+    """True when a field of ``cls`` declared ``declared`` holds no statement: every name in the
+    declaration is a scalar, ``tuple``, ``Expr``, ``Var``, ``Buffer`` or a class that holds none."""
     module = sys.modules[cls.__module__]
-    for f in fields(cls):
-        for name in re.findall(r"[A-Za-z_]\w*", f.type if isinstance(f.type, str) else str(f.type)):
-            if name in _NO_STATEMENT_NAMES:
-                continue
-            ref = getattr(module, name, None)
-            if not (isinstance(ref, type) and ref is not cls and _holds_no_statement(ref)):
-                return False
+    for name in re.findall(r"[A-Za-z_]\w*", declared if isinstance(declared, str) else str(declared)):
+        if name in _NO_STATEMENT_NAMES:
+            continue
+        ref = getattr(module, name, None)
+        if not (isinstance(ref, type) and ref is not cls and _holds_no_statement(ref)):
+            return False
     return True
+
+
+_STATEMENT_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def statement_fields(cls: type) -> tuple[str, ...]:
+    """The walked fields of the dataclass ``cls`` that may hold a statement (:func:`walked_fields`
+    less those declared without one, :func:`_declared_without_statement`), keyed on the class."""
+    names = _STATEMENT_FIELDS.get(cls)
+    if names is None:
+        declared = {f.name: f.type for f in fields(cls)}
+        names = tuple(n for n in walked_fields(cls) if not _declared_without_statement(cls, declared[n]))
+        _STATEMENT_FIELDS[cls] = names
+    return names
 
 
 def _kind_of(cls: type) -> int:
@@ -263,13 +282,15 @@ def _stmt_only(cls: type | tuple[type, ...]) -> bool:
 def _walk(node: Any, found: Callable[[Any], None], cls: type | tuple[type, ...]) -> None:
     """Call ``found`` on every node of class ``cls`` under ``node`` (``node`` included, whatever it
     is), in pre order, without descending into buffers below ``node``. Looking for statements only,
-    it does not descend into the nodes that hold none (:func:`_holds_no_statement`)."""
+    it does not descend into the nodes and fields that hold none (:func:`_holds_no_statement`,
+    :func:`statement_fields`)."""
     if isinstance(node, cls):
         found(node)
     stack = [getattr(node, name) for name in reversed(walked_fields(type(node)))]
     pop, push = stack.pop, stack.extend
-    kinds, walked = _KINDS, _WALKED
     skip_plain = _stmt_only(cls)
+    kinds = _KINDS
+    walked, fields_of = (_STATEMENT_FIELDS, statement_fields) if skip_plain else (_WALKED, walked_fields)
     while stack:
         value = pop()
         vcls = type(value)
@@ -287,7 +308,7 @@ def _walk(node: Any, found: Callable[[Any], None], cls: type | tuple[type, ...])
             found(value)
         names = walked.get(vcls)
         if names is None:
-            names = walked_fields(vcls)
+            names = fields_of(vcls)
         for name in reversed(names):
             stack.append(getattr(value, name))
 

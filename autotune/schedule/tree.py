@@ -11,6 +11,7 @@ from typing import Any
 
 from .. import ir
 from ..errors import ScheduleError
+from ..ir.functor import statement_fields
 
 
 def _path_to(root: ir.Stmt, match: Any) -> list[ir.Stmt] | None:
@@ -98,6 +99,17 @@ class _Replace(ir.Transformer):
         if not isinstance(node, ir.Stmt) or isinstance(node, _LEAF_STMTS):  # nor do these
             return node
         return super().visit(node)
+
+    def generic_visit(self, node: Any) -> Any:
+        """``Transformer.generic_visit`` over the fields that may hold a statement only: the others
+        come back unchanged from this walk."""
+        changes: dict[str, Any] = {}
+        for name in statement_fields(type(node)):
+            old = getattr(node, name)
+            new = self._visit_value(old)
+            if new is not old:
+                changes[name] = new
+        return replace(node, **changes) if changes else node
 
     def visit_SeqStmt(self, node: ir.SeqStmt) -> ir.Stmt:
         items = [self.visit(s) for s in node.seq]

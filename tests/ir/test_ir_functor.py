@@ -15,7 +15,7 @@ import pytest
 
 from autotune import ir, workloads
 from autotune.ir.expr import Node
-from autotune.ir.functor import walked_fields
+from autotune.ir.functor import statement_fields, walked_fields
 from autotune.lowering import lower
 from autotune.schedule import Schedule
 
@@ -112,3 +112,16 @@ def test_root_buffer_is_walked() -> None:
     assert ir.collect(buf, ir.Var) == [n, buf.data]
     with pytest.raises(TypeError):
         ir.collect((n,), ir.Var)
+
+
+@pytest.mark.parametrize("func", FUNCS, ids=lambda f: f.name)
+def test_fields_without_statements_hold_none(func: ir.Func) -> None:
+    everything: list[Any] = []
+    _reference_pre_order(func, everything)
+    for node in everything:
+        kept = statement_fields(type(node))
+        for f in fields(node):
+            if f.name not in kept:
+                below: list[Any] = []
+                _reference_value(getattr(node, f.name), below)
+                assert not any(isinstance(n, ir.Stmt) for n in below), (type(node).__name__, f.name)
