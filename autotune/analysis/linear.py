@@ -184,6 +184,8 @@ def _recombine(form: Linear) -> Linear:
     fused loop never becomes one contiguous vector loop. Three fused loops give
     ``f // 2048 * 2048 + f // 64 % 32 * 64 + f % 64``, folded in two steps.
     """
+    if not any(isinstance(t, FloorMod) for t, _ in form.coeffs):
+        return form  # no remainder term: nothing to fold
     changed = True
     while changed:
         changed = False
