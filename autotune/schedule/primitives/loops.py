@@ -23,29 +23,37 @@ def _const_loop(loop: ir.For, primitive: str) -> int:
     return extent
 
 
+class _Guard(ir.Transformer):
+    """Gives each block of ``vmap`` the predicate of its entry."""
+
+    def __init__(self, vmap: dict[ir.Block, ir.Block]) -> None:
+        self.vmap = vmap
+
+    def visit_Block(self, b: ir.Block) -> ir.Stmt:
+        inner = self.generic_visit(b)
+        return replace(inner, predicate=self.vmap[b].predicate) if b in self.vmap else inner
+
+
 def _add_predicate(stmt: ir.Stmt, cond: ir.Expr) -> ir.Stmt:
     """Guard every block under ``stmt`` with ``cond`` (conjoined with its own predicate)."""
     vmap: dict[ir.Block, ir.Block] = {}
     for b in blocks_under(stmt):
         pred = cond if isinstance(b.predicate, ir.IntImm) and b.predicate.value == 1 else ir.And(b.predicate, cond)
         vmap[b] = replace(b, predicate=pred)
+    return _Guard(vmap).visit(stmt)  # type: ignore[no-any-return]
 
-    class _Guard(ir.Transformer):
-        def visit_Block(self, b: ir.Block) -> ir.Stmt:
-            inner = self.generic_visit(b)
-            return replace(inner, predicate=vmap[b].predicate) if b in vmap else inner
 
-    return _Guard().visit(stmt)
+class _SimplifyBindings(ir.Transformer):
+    """Simplifies every block's bindings and predicate."""
+
+    def visit_Block(self, b: ir.Block) -> ir.Stmt:
+        b = self.generic_visit(b)
+        bindings = tuple(simplify(e) for e in b.bindings)
+        return replace(b, bindings=bindings, predicate=simplify(b.predicate))
 
 
 def _simplify_bindings(stmt: ir.Stmt) -> ir.Stmt:
-    class _S(ir.Transformer):
-        def visit_Block(self, b: ir.Block) -> ir.Stmt:
-            b = self.generic_visit(b)
-            bindings = tuple(simplify(e) for e in b.bindings)
-            return replace(b, bindings=bindings, predicate=simplify(b.predicate))
-
-    return _S().visit(stmt)
+    return _SimplifyBindings().visit(stmt)  # type: ignore[no-any-return]
 
 
 _TAGGED = {ROLLING_LOOP: "rolling buffer", DOUBLE: "double buffer"}
