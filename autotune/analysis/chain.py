@@ -10,6 +10,7 @@ these into knobs and schedules.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -173,6 +174,7 @@ another object while the entry is there. The search applies every candidate to t
 function, which this analysis reads first (:meth:`~autotune.search.space_cascade.CascadeFamily.apply`).
 At most :data:`_ANALYSED_LIMIT` entries: the oldest goes first."""
 _ANALYSED_LIMIT = 8
+_ANALYSED_LOCK = threading.Lock()
 
 
 def analyze_cascade(func: ir.Func) -> Cascade:
@@ -181,9 +183,10 @@ def analyze_cascade(func: ir.Func) -> Cascade:
     if hit is not None and hit[0] is func:
         return hit[1]
     cascade = _analyze(func)
-    if len(_ANALYSED) >= _ANALYSED_LIMIT:
-        del _ANALYSED[next(iter(_ANALYSED))]
-    _ANALYSED[id(func)] = (func, cascade)
+    with _ANALYSED_LOCK:
+        if len(_ANALYSED) >= _ANALYSED_LIMIT:
+            del _ANALYSED[next(iter(_ANALYSED))]
+        _ANALYSED[id(func)] = (func, cascade)
     return cascade
 
 
