@@ -208,7 +208,8 @@ class _Generator(Declarations):
 
         numba compiles a parallel loop's body as a function of its own and links it, with every
         nest it calls, into three more (its wrapper, the thread pool's, the kernel), optimising
-        and generating the code of each again: 2.6 s of a 3.4 s compile of a bottleneck schedule.
+        and generating the code of each again (most of a kernel's compile: ``experiments/compile_time.py``,
+        ``results/compile_time_body.md``).
         The body written as a translated nest (:func:`autotune.codegen.runtime.nest` with
         ``linked=False``) is optimised once, its nests inlined into it, and numba's functions only
         call it. Its arrays are ``noalias`` when no two share storage, as numba's body takes them.

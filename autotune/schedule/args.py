@@ -33,8 +33,8 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
 
 _PARAMS: dict[Callable[..., Any], tuple[list[inspect.Parameter], dict[str, inspect.Parameter]]] = {}
 """The parameters of each primitive after ``func``, as a list and by name, keyed on the function:
-its signature does not change, and reading it at every step took 6% of applying the knobs of 60
-random bottleneck candidates (sampled with py-spy)."""
+its signature does not change, and reading it at every step was a measurable share of applying a
+candidate's knobs (``experiments/tune_wall.py``'s ``apply`` part)."""
 
 
 def _params(fn: Callable[..., Any]) -> tuple[list[inspect.Parameter], dict[str, inspect.Parameter]]:

@@ -77,12 +77,9 @@ outputs)`` keyed on the primitive, ``id(input)`` and the arguments (:func:`_args
 Safe because a primitive is a pure function of an immutable function and its arguments, and
 each entry holds its input, so the id cannot be reused by another object while the entry is
 there. Candidates of a search that take the same first decisions apply the same first steps to
-the one workload function, then to the same results of those: in a 32-trial tune of bottleneck
-(``experiments/tune_wall.py bottleneck --same-log --height 24 --width 24 --peak-limit 48KiB
---trials 32``) 5,766 of 12,088 applications were found here (with the cascade analysis kept too,
-:func:`~autotune.analysis.chain.analyze_cascade`, the driver's ``apply`` took 2.8 s instead of
-4.0 s). A failing application (a :class:`ScheduleError`) is not kept: it fails
-again, the same way."""
+the one workload function, then to the same results of those, and find them here (what it saves
+a tune: ``experiments/tune_wall.py --same-log``, ``results/tune_wall_bodies.md``). A failing
+application (a :class:`ScheduleError`) is not kept: it fails again, the same way."""
 _APPLIED_LIMIT = 512
 _APPLIED_LOCK = threading.Lock()
 
