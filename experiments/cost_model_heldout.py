@@ -25,7 +25,7 @@ current features; others for ablation):
   figure. ``logged``: the same function on the ``predicted_ms`` the run recorded (report.md's
   figure, by the model and features of the day).
 - *leave one workload out*: a model fitted on the timed trials of every log of another workload
-  (one group per log) ranks this log's ``ok`` trials (Spearman, :func:`~autotune.search.cost_model.spearman`).
+  (one group per log) ranks this log's ``ok`` trials (Spearman, :func:`~autotune.search.rank_scores.spearman`).
 - *estimate*: Spearman of the analytic estimate alone (feature ``log2_estimate_ns``), no learning.
 - *noisy timings*: the ok trials whose timed runs spread more than :data:`NOISY` of their median
   (:func:`autotune.measure.timing.noise`): a descheduled time slice, or a busy machine. No feature
@@ -61,8 +61,9 @@ sys.path.insert(0, str(REPO))
 from autotune.measure.timing import noise  # noqa: E402
 from autotune.report.analysis import cost_model_quality  # noqa: E402
 from autotune.search import cost_model_train as ct  # noqa: E402
-from autotune.search.cost_model import CostModel, Settings, XGBoostModel, spearman  # noqa: E402
+from autotune.search.cost_model import CostModel, Settings, XGBoostModel  # noqa: E402
 from autotune.search.features import FEATURE_NAMES  # noqa: E402
+from autotune.search.rank_scores import spearman  # noqa: E402
 from autotune.search.records import machine  # noqa: E402
 
 LOG_GLOBS = (

@@ -38,7 +38,7 @@ The pretrained model of a workload is trained once, when ``DIR/<workload>/pretra
 does not exist (delete it to train again), by :func:`autotune.search.cost_model_train.train` (what
 ``autotune train-cost-model`` calls: a quarter of each log held out to score the model, then the
 model fitted on every ``ok`` trial; seed 0) and written with
-:func:`autotune.search.cost_model.save_model`. The workload of a log is the one that
+:func:`autotune.search.cost_model_file.save_model`. The workload of a log is the one that
 :func:`~autotune.search.cost_model_train.run_setup` replays it on (the run's ``best.json``, else its
 ``run.jsonl`` config; not the directory name, which is a run's name such as
 ``bottleneck_evolutionary_seed1`` or ``small``), compared without its arguments: tuning ``small``
@@ -86,7 +86,7 @@ from typing import Any
 from autotune.config import RunConfig, load_config
 from autotune.errors import AutotuneError
 from autotune.report import write_report
-from autotune.search.cost_model import save_model
+from autotune.search.cost_model_file import save_model
 from autotune.search.cost_model_train import LogRows, log_rows, run_setup, train
 from autotune.search.log import load, load_sessions
 from autotune.search.records import config_fields, fingerprint, machine

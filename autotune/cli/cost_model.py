@@ -12,7 +12,7 @@ import argparse
 import math
 from pathlib import Path
 
-from ..search.cost_model import save_model
+from ..search.cost_model_file import save_model
 from ..search.cost_model_train import TOP_SHARE, log_rows, train
 from .common import EXIT_OK
 

@@ -94,7 +94,7 @@ def knob_importance(df: pd.DataFrame) -> pd.DataFrame:
 def cost_model_quality(df: pd.DataFrame) -> dict[str, float] | None:
     """``{"trials", "spearman", "recall", "k"}`` over the ``ok`` trials with a prediction; None
     when fewer than 3 have one (no model, or one that never predicted milliseconds)."""
-    from ..search.cost_model import spearman, top_k, top_k_recall
+    from ..search.rank_scores import spearman, top_k, top_k_recall
 
     ok = df[(df["status"] == "ok") & df["predicted_ms"].notna() & df["median_ms"].notna()]
     if len(ok) < 3:

@@ -31,38 +31,34 @@ Models are registered by name, so the YAML says ``cost_model: xgboost`` (or
   fitted on the rounds before it: ``results/cost_model_heldout.md``. :class:`Settings` also
   offers the pairwise ranking objective (``rank:pairwise``, labels ``-log(ms / fastest ms of the
   workload)``, scores turned into milliseconds by a line fitted to ``log(ms)``). A ``pretrained``
-  model file (:func:`save_model`, written by ``autotune train-cost-model``) ranks the first round
+  model file (:func:`~autotune.search.cost_model_file.save_model`, written by ``autotune train-cost-model``) ranks the first round
   by the estimate's line with the slope fitted on its logs (the same order as the estimate alone
   while that slope is positive); its trees count once the run's own trials are fitted, which add
   trees to it.
 - ``"none"`` (:class:`NoModel`): no ranking; every sampled candidate is measured.
 
-:func:`spearman` and :func:`top_k_recall` say how well predictions order measured latencies
-(the report's "Cost model" section and the training command use them).
+:mod:`autotune.search.rank_scores` says how well predictions order measured latencies (the
+report's "Cost model" section and the training command use it); :mod:`autotune.search.cost_model_file`
+writes and reads model files.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any, ClassVar
 
 import numpy as np
 
 from ..errors import ConfigError
+from .cost_model_file import load_model
+from .rank_scores import ranks
 
-__all__ = [
-    "COST_MODELS", "MODEL_FORMAT", "CostModel", "NoModel", "Settings", "XGBoostModel", "load_model",
-    "make_cost_model", "register_cost_model", "save_model", "spearman", "top_k", "top_k_recall", "TOP_SHARE",
-]  # fmt: skip
-
-MODEL_FORMAT = "autotune-cost-model"
+__all__ = ["COST_MODELS", "CostModel", "NoModel", "Settings", "XGBoostModel", "make_cost_model", "register_cost_model"]
 """The ``format`` field of a pretrained model file."""
 
 
@@ -204,7 +200,7 @@ def _labels(z: np.ndarray, groups_of: Sequence[np.ndarray], kind: str) -> np.nda
         n = int(g.sum())
         if n < 3:
             continue
-        q = np.array([normal.inv_cdf((r - 0.5) / n) for r in _ranks(z[g])])
+        q = np.array([normal.inv_cdf((r - 0.5) / n) for r in ranks(z[g])])
         spread = float(np.subtract(*np.percentile(z[g], [75, 25]))) / 1.349
         out[g] = float(np.median(z[g])) + spread * q
     return out
@@ -373,104 +369,3 @@ def _settings_of(meta: Mapping[str, Any], path: str | os.PathLike[str]) -> Setti
         )
     except (TypeError, KeyError) as exc:
         raise ConfigError(f"{path}: search.cost_model.pretrained: unknown model settings ({exc})") from None
-
-
-# ---------------------------------------------------------------- model files
-
-
-def save_model(model: XGBoostModel, path: str | os.PathLike[str], meta: Mapping[str, Any]) -> Path:
-    """Write a fitted model and what it was trained on (``meta``) as one JSON file."""
-    from ..files import write_atomic
-    from .features import FEATURE_NAMES
-
-    if model.booster is None:
-        raise ValueError("save_model: the model is not fitted")
-    doc = {
-        "format": MODEL_FORMAT,
-        "version": 1,
-        "kind": model.name,
-        "objective": model.settings.objective,
-        "settings": asdict(model.settings),
-        "prior_slope": model.prior_slope,
-        "features": list(FEATURE_NAMES),
-        **dict(meta),
-        "booster": json.loads(bytes(model.booster.save_raw("json"))),
-    }
-    return write_atomic(Path(path), json.dumps(doc) + "\n")
-
-
-def load_model(path: str | os.PathLike[str]) -> tuple[Any, dict[str, Any]]:
-    """The Booster of a model file and its other fields; ConfigError naming the file and what is wrong."""
-    import xgboost
-
-    from .features import FEATURE_NAMES
-
-    where = f"{path}: search.cost_model.pretrained"
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{where}: cannot read it as a cost model file ({exc})") from None
-    if not isinstance(doc, dict) or doc.get("format") != MODEL_FORMAT or "booster" not in doc:
-        raise ConfigError(f"{where}: expected a model file that `autotune train-cost-model` wrote")
-    if doc.get("features") != list(FEATURE_NAMES):
-        given = doc.get("features")
-        theirs: list[Any] = given if isinstance(given, list) else []
-        missing = [n for n in FEATURE_NAMES if n not in theirs]
-        raise ConfigError(
-            f"{where}: the model was trained on other features (missing {missing or 'none'}, "
-            f"{len(theirs)} vs {len(FEATURE_NAMES)}); train it again with `autotune train-cost-model`"
-        )
-    booster = xgboost.Booster()
-    booster.load_model(bytearray(json.dumps(doc["booster"]).encode()))
-    return booster, {k: v for k, v in doc.items() if k != "booster"}
-
-
-# ---------------------------------------------------------------- how well a model ranks
-
-TOP_SHARE = 0.1
-"""Top-k recall looks at the fastest tenth of the trials scored (at least one)."""
-
-
-def top_k(n: int) -> int:
-    """``k`` for ``n`` trials: :data:`TOP_SHARE` of them, at least 1."""
-    return max(1, math.ceil(TOP_SHARE * n))
-
-
-def _ranks(x: np.ndarray) -> np.ndarray:
-    """Ranks from 1, ties sharing their mean rank."""
-    order = np.argsort(x, kind="stable")
-    ranks = np.empty(len(x), dtype=np.float64)
-    ranks[order] = np.arange(1, len(x) + 1)
-    for value in np.unique(x):
-        tied = x == value
-        if tied.sum() > 1:
-            ranks[tied] = ranks[tied].mean()
-    return ranks
-
-
-def spearman(predicted: Sequence[float] | np.ndarray, measured: Sequence[float] | np.ndarray) -> float:
-    """Spearman's rank correlation (ties at their mean rank); NaN for fewer than 3 pairs or a
-    constant side."""
-    p, m = np.asarray(predicted, dtype=np.float64), np.asarray(measured, dtype=np.float64)
-    if len(p) != len(m):
-        raise ValueError(f"spearman: {len(p)} predictions for {len(m)} measurements")
-    if len(p) < 3:
-        return float("nan")
-    rp, rm = _ranks(p), _ranks(m)
-    if np.ptp(rp) == 0 or np.ptp(rm) == 0:
-        return float("nan")
-    return float(np.corrcoef(rp, rm)[0, 1])
-
-
-def top_k_recall(
-    predicted: Sequence[float] | np.ndarray, measured: Sequence[float] | np.ndarray, k: int
-) -> float:
-    """The share of the ``k`` fastest measured that are among the ``k`` lowest predicted (ties by
-    position); NaN without data."""
-    p, m = np.asarray(predicted, dtype=np.float64), np.asarray(measured, dtype=np.float64)
-    k = min(k, len(p))
-    if k <= 0:
-        return float("nan")
-    top_p = set(np.argsort(p, kind="stable")[:k].tolist())
-    top_m = set(np.argsort(m, kind="stable")[:k].tolist())
-    return len(top_p & top_m) / k

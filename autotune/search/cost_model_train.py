@@ -4,8 +4,8 @@
 directory (or its ``trials.jsonl``) gives one group of rows, its ``ok`` trials replayed on the
 workload that the run's ``best.json`` (or ``run.jsonl``) names, lowered with its pools and turned
 into features (:mod:`autotune.search.features`). A share of each run's trials is held out
-(seeded); a model fitted on the rest predicts them, and :func:`~autotune.search.cost_model.spearman`
-and :func:`~autotune.search.cost_model.top_k_recall` say how well it orders them. The model saved
+(seeded); a model fitted on the rest predicts them, and :func:`~autotune.search.rank_scores.spearman`
+and :func:`~autotune.search.rank_scores.top_k_recall` say how well it orders them. The model saved
 is then fitted on every row, with those figures in the file::
 
     rows = [log_rows("runs/chain_a"), log_rows("runs/chain_b")]
@@ -31,9 +31,10 @@ from ..memory import Pool
 from ..schedule import Schedule
 from ..workloads import Workload
 from . import candidates as cand
-from .cost_model import TOP_SHARE, XGBoostModel, spearman, top_k, top_k_recall
+from .cost_model import XGBoostModel
 from .features import FEATURE_NAMES, feature_vector, features
 from .log import RUN_LOG_NAME, load, load_sessions
+from .rank_scores import TOP_SHARE, spearman, top_k, top_k_recall
 from .records import TIMED_TRIAL_STATUSES, TrialRecord
 from .target import Target
 

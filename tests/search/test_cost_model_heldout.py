@@ -12,7 +12,8 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
-from autotune.search.cost_model import CostModel, spearman
+from autotune.search.cost_model import CostModel
+from autotune.search.rank_scores import spearman
 
 SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "cost_model_heldout.py"
 

@@ -9,8 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autotune.search.cost_model import Settings, XGBoostModel, _prior_line, load_model, save_model, spearman
+from autotune.search.cost_model import Settings, XGBoostModel, _prior_line
+from autotune.search.cost_model_file import load_model, save_model
 from autotune.search.features import FEATURE_NAMES
+from autotune.search.rank_scores import spearman
 
 N = len(FEATURE_NAMES)
 PRIOR = FEATURE_NAMES.index("log2_estimate_ns")

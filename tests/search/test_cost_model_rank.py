@@ -14,16 +14,10 @@ import yaml
 
 from autotune.config import load_config
 from autotune.errors import ConfigError
-from autotune.search.cost_model import (
-    XGBoostModel,
-    load_model,
-    make_cost_model,
-    save_model,
-    spearman,
-    top_k,
-    top_k_recall,
-)
+from autotune.search.cost_model import XGBoostModel, make_cost_model
+from autotune.search.cost_model_file import load_model, save_model
 from autotune.search.features import FEATURE_NAMES
+from autotune.search.rank_scores import spearman, top_k, top_k_recall
 
 N = len(FEATURE_NAMES)
 ESTIMATE = FEATURE_NAMES.index("log2_estimate_ns")
