@@ -2,6 +2,7 @@
 
     .venv/bin/python experiments/sample_efficiency.py [--workloads W ...] [--strategies S ...]
         [--trials 64] [--seeds 0 1 2] [--workers 1] [--runs DIR] [--output DIR] [--train-logs GLOB ...]
+        [--referee-rounds 5]
 
 Options:
 
@@ -53,6 +54,22 @@ there, its trees counting 0), in the same order as ``evolutionary``'s model from
 can differ only from the first fit on (the second round, as a rule), when the run's trees are
 boosted on top of the pretrained ones.
 
+- ``--referee-rounds`` (default 5, :data:`autotune.search.best.REMEASURE_ROUNDS`; 0: no referee):
+  the rounds of the referee's re-timing (below).
+
+The referee: the search's own medians are timed while each run goes on, one schedule at a time,
+and the best of all runs is the luckiest of many noisy measurements (on the shared 2-core host a
+schedule's search median and its re-measurement at the run's end differed by up to 1.9x). So after
+a workload's runs, every schedule that was among a run's :data:`~autotune.search.best.TOP_K`
+fastest at some point (:func:`top_spans`; a run stopped after that trial would re-time those and
+keep the fastest, as :func:`autotune.search.best.finish` does) and whose search median is at most
+:data:`REFEREE_RANGE` times the best search median is timed again, all in one
+:meth:`~autotune.search.executors.Executor.remeasure` call (one worker, alternating, the median of
+the rounds' medians; :func:`referee`, written to ``DIR/<workload>/referee.json`` and read from there
+while it holds the same schedules and rounds). A run's trials to 5% by the referee are the measured
+trials after which one of its top 5 so far is within 5% of the fastest re-timed schedule
+(:func:`refereed`); the report gives both judges, the plot the referee's curves.
+
 Figures, from each run's ``trials.jsonl``: the best ``ok`` median so far after each measured trial
 (every status but ``infeasible`` uses the budget); the best latency any run of the workload in the
 report found; the measured trials each run needed to come within 5% of it; the search loop's wall
@@ -80,16 +97,20 @@ import statistics
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from autotune.config import RunConfig, load_config
 from autotune.errors import AutotuneError
 from autotune.report import write_report
+from autotune.search.best import REMEASURE_ROUNDS, TOP_K
+from autotune.search.candidates import make_task
 from autotune.search.cost_model_file import save_model
 from autotune.search.cost_model_train import LogRows, log_rows, run_setup, train
+from autotune.search.executors.local_executor import LocalExecutor
 from autotune.search.log import load, load_sessions
-from autotune.search.records import config_fields, fingerprint, machine
+from autotune.search.records import TrialRecord, config_fields, fingerprint, machine
 from autotune.search.tuner import tune
 
 REPO = Path(__file__).resolve().parents[1]
@@ -114,6 +135,10 @@ MODEL_NAME = "pretrained_model.json"
 WITHIN = 1.05
 """A run has found the best when its best so far is within 5% of the best any run found."""
 TARGET_TRIALS = 64
+REFEREE_RANGE = 1.5
+"""The referee re-times a run's top schedules whose search median is at most this many times the best
+any run found: one slower than that in its own run is taken not to be within 5%."""
+REFEREE_FILE = "referee.json"
 TARGET_WALL_S = 180.0
 COLOURS = {"random": "C0", "tpe": "C1", "evolutionary": "C2", "pretrained": "C3"}
 
@@ -239,8 +264,9 @@ def finished(cfg: RunConfig, model_sha: str | None) -> bool:
     )
 
 
-def run_one(cfg: RunConfig, wl: str, strategy: str, seed: int) -> dict[str, Any]:
-    """Tune one workload with one strategy and seed (or read the finished run); its curve and figures."""
+def run_one(cfg: RunConfig, wl: str, strategy: str, seed: int, traces: dict[str, str]) -> dict[str, Any]:
+    """Tune one workload with one strategy and seed (or read the finished run); its curve and figures.
+    The trace of every ``ok`` trial goes to ``traces`` (by trace key), for the referee."""
     out = cfg.output
     model_sha = sha256(cfg.search.pretrained) if cfg.search.pretrained is not None else None
     ran = not finished(cfg, model_sha)
@@ -265,12 +291,105 @@ def run_one(cfg: RunConfig, wl: str, strategy: str, seed: int) -> dict[str, Any]
         if r.ok and r.median_ms is not None:
             best = r.median_ms if best is None else min(best, r.median_ms)
         curve.append(best)
+    for r in records:
+        if r.ok and r.trace:
+            traces[r.key] = r.trace
     counts = Counter(r.status for r in records)
     best_json = json.loads((out / "best.json").read_text())
     return {
         "workload": wl, "strategy": strategy, "seed": seed, "curve": curve, "counts": dict(counts),
-        "wall": wall, "remeasured_ms": best_json["figures"]["median_ms"], "dir": rel(out), "ran": ran,
+        "tops": top_spans(records, TOP_K), "wall": wall, "remeasured_ms": best_json["figures"]["median_ms"],
+        "dir": rel(out), "ran": ran,
     }  # fmt: skip
+
+
+def top_spans(records: list[TrialRecord], k: int) -> list[dict[str, Any]]:
+    """Every ``ok`` trial that was among the ``k`` fastest (by the search's median) at some point of
+    the run: its trace ``key``, ``search_ms``, the measured trial (1-based, every status but
+    ``infeasible``) at which it entered the ``k`` fastest, and the one at which it left them (None:
+    among them at the end). Were the run stopped after measured trial ``i``, its end would re-time
+    the ``k`` fastest at ``i`` and keep the fastest of them (:func:`autotune.search.best.finish`)."""
+    ranked: list[TrialRecord] = []
+    spans: dict[str, dict[str, Any]] = {}
+    position = 0
+    for r in records:
+        if r.status == "infeasible":
+            continue
+        position += 1
+        if not (r.ok and r.median_ms is not None):
+            continue
+        ranked.append(r)
+        ranked.sort(key=lambda x: (x.median_ms, x.trial))
+        for x in ranked[k:]:
+            if x.key in spans and spans[x.key]["leave"] is None:
+                spans[x.key]["leave"] = position
+        del ranked[k:]
+        if any(x.key == r.key for x in ranked) and r.key not in spans:
+            spans[r.key] = {"key": r.key, "search_ms": r.median_ms, "enter": position, "leave": None}
+    return list(spans.values())
+
+
+# ---------------------------------------------------------------- the referee
+
+
+def referee(
+    wl: str, runs: list[dict[str, Any]], traces: dict[str, str], cfg: RunConfig, path: Path, rounds: int
+) -> dict[str, Any]:
+    """Time again, together, every schedule that was among a run's :data:`TOP_K` fastest and whose
+    search median is within :data:`REFEREE_RANGE` of the best any run of ``wl`` found: one worker,
+    alternating, ``rounds`` rounds (:meth:`~autotune.search.executors.Executor.remeasure`, as a
+    run's end re-times its best). Returns ``{"median_ms": {key: median of the rounds' medians, None
+    unless every round was ok}, ...}``, written to ``path`` and read from it when it holds the same
+    schedules and rounds."""
+    best = min(t["search_ms"] for r in runs for t in r["tops"])
+    keys = sorted({t["key"] for r in runs for t in r["tops"] if t["search_ms"] <= REFEREE_RANGE * best})
+    digest = hashlib.sha256(f"{rounds}\n{chr(10).join(keys)}".encode()).hexdigest()
+    if path.is_file():
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        if doc.get("schedules_sha256") == digest:
+            return dict(doc)
+    print(f"{wl}: the referee re-times {len(keys)} schedules, {rounds} rounds", file=sys.stderr, flush=True)
+    load_start = list(os.getloadavg())
+    start = time.perf_counter()
+    tasks = [make_task(cfg, traces[k]) for k in keys]
+    with LocalExecutor(workers=1) as executor:
+        results = executor.remeasure(tasks, rounds)
+    medians: dict[str, float | None] = {}
+    for key, rs in zip(keys, results):
+        ok = all(x.status == "ok" and x.median_ms is not None for x in rs)
+        medians[key] = statistics.median(x.median_ms for x in rs if x.median_ms is not None) if ok else None
+    doc = {
+        "workload": wl, "rounds": rounds, "range": REFEREE_RANGE, "top_k": TOP_K, "schedules": len(keys),
+        "schedules_sha256": digest,
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "seconds": time.perf_counter() - start,
+        "load_average": {"start": load_start, "end": list(os.getloadavg())}, "median_ms": medians,
+        "failed": {k: [x.reason for x in rs if x.status != "ok"][:1] for k, rs in zip(keys, results) if medians[k] is None},
+    }  # fmt: skip
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1), encoding="utf-8")
+    return doc
+
+
+def refereed(run: dict[str, Any], medians: dict[str, float | None], target: float) -> dict[str, Any]:
+    """A run judged by the referee's medians: ``to_within``, the first measured trial at which one of
+    its :data:`TOP_K` fastest so far is within ``target`` ms (None: never); ``final_ms``, the fastest
+    referee median among its last :data:`TOP_K` (what its end picks from; None: none re-timed);
+    ``curve``, that figure after each measured trial."""
+    timed = [(t, medians[t["key"]]) for t in run["tops"] if medians.get(t["key"]) is not None]
+    within = [t["enter"] for t, ms in timed if ms is not None and ms <= target]
+    curve: list[float | None] = []
+    for i in range(1, len(run["curve"]) + 1):
+        now = [
+            ms
+            for t, ms in timed
+            if ms is not None and t["enter"] <= i and (t["leave"] is None or i < t["leave"])
+        ]
+        curve.append(min(now) if now else None)
+    return {
+        "to_within": min(within) if within else None,
+        "final_ms": curve[-1] if curve else None,
+        "curve": curve,
+    }
 
 
 # ---------------------------------------------------------------- figures
@@ -281,16 +400,17 @@ def trials_to(curve: list[float | None], target: float) -> int | None:
     return next((i + 1 for i, v in enumerate(curve) if v is not None and v <= target), None)
 
 
-def verdict(runs: list[dict[str, Any]]) -> dict[str, Any]:
+def verdict(runs: list[dict[str, Any]], to_within: Callable[[dict[str, Any]], int | None]) -> dict[str, Any]:
     """Per strategy: the seeds within 5% in at most 64 trials and 180 s of search wall, and the
-    mean trials-to-5% of the seeds that got there; each model-guided strategy's mean over random's."""
+    mean trials-to-5% of the seeds that got there; each model-guided strategy's mean over random's.
+    ``to_within``: a run's trials to 5% (by the search's medians or by the referee's)."""
     out: dict[str, Any] = {}
     for strategy in dict.fromkeys(r["strategy"] for r in runs):
         rs = [r for r in runs if r["strategy"] == strategy]
-        reached = [r["to_within"] for r in rs if r["to_within"] is not None]
+        reached = [n for n in map(to_within, rs) if n is not None]
         met = [
             r for r in rs
-            if r["to_within"] is not None and r["to_within"] <= TARGET_TRIALS
+            if (n := to_within(r)) is not None and n <= TARGET_TRIALS
             and (r["wall"].get("search_s") or math.inf) <= TARGET_WALL_S
         ]  # fmt: skip
         out[strategy] = {
@@ -305,7 +425,9 @@ def verdict(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
+def summarise(runs: list[dict[str, Any]], referees: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Per workload: the best search median, each run's trials to 5% of it, and with the workload's
+    referee (``referees``), the best referee median and each run judged by it (``run["referee"]``)."""
     by_wl: dict[str, list[dict[str, Any]]] = {}
     for r in runs:
         by_wl.setdefault(r["workload"], []).append(r)
@@ -314,7 +436,16 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
         best = min(v for r in rs for v in r["curve"] if v is not None)
         for r in rs:
             r["to_within"] = trials_to(r["curve"], WITHIN * best)
-        out[wl] = {"best_ms": best, "runs": rs, "verdict": verdict(rs)}
+        out[wl] = {"best_ms": best, "runs": rs, "verdict": verdict(rs, lambda r: r["to_within"])}
+        medians = referees.get(wl, {}).get("median_ms", {})
+        timed = [v for v in medians.values() if v is not None]
+        if timed:
+            ref_best = min(timed)
+            for r in rs:
+                r["referee"] = refereed(r, medians, WITHIN * ref_best)
+            out[wl]["referee_ms"] = ref_best
+            out[wl]["referee_verdict"] = verdict(rs, lambda r: r["referee"]["to_within"])
+            out[wl]["referee"] = {k: v for k, v in referees[wl].items() if k != "median_ms"}
     return out
 
 
@@ -329,16 +460,21 @@ def plot(summary: dict[str, Any], path: Path) -> None:
     styles = ["-", "--", "-.", (0, (1, 1))]
     for i, (wl, s) in enumerate(summary.items()):
         ax = fig.add_subplot(rows, cols, i + 1)
+        judged = "referee_ms" in s  # the referee's curves, else the search's own
+        base = s["referee_ms"] if judged else s["best_ms"]
         for r in s["runs"]:
-            xs = [k + 1 for k, v in enumerate(r["curve"]) if v is not None]
-            ys = [v / s["best_ms"] for v in r["curve"] if v is not None]
+            curve = r["referee"]["curve"] if judged else r["curve"]
+            xs = [k + 1 for k, v in enumerate(curve) if v is not None]
+            ys = [v / base for v in curve if v is not None]
             ax.step(xs, ys, where="post", color=COLOURS.get(r["strategy"], "C4"),
                     label=f"{r['strategy']} s{r['seed']}", linestyle=styles[r["seed"] % len(styles)])  # fmt: skip
         ax.axhline(WITHIN, color="0.5", linestyle=":", linewidth=1)
         ax.set_yscale("log")
         ax.set_xlabel("measured trials")
-        ax.set_ylabel("best so far / best of any run")
-        ax.set_title(f"{wl} (best {s['best_ms']:.3g} ms)")
+        ax.set_ylabel(
+            "re-timed best of the top 5 so far / best" if judged else "best so far / best of any run"
+        )
+        ax.set_title(f"{wl} ({'referee' if judged else 'search'} best {base:.3g} ms)")
         ax.legend(fontsize=6, ncol=2)
     fig.tight_layout()
     fig.savefig(path, format="png", metadata={"Software": None})
@@ -376,7 +512,7 @@ def model_lines(meta: dict[str, Any], path: str) -> list[str]:
     ]
 
 
-def verdict_lines(v: dict[str, Any]) -> list[str]:
+def verdict_lines(v: dict[str, Any], judge: str) -> list[str]:
     met = ", ".join(f"{s} {x['met']}/{x['seeds']}" for s, x in v.items())
     ratios = []
     for s in MODEL_GUIDED:
@@ -389,10 +525,25 @@ def verdict_lines(v: dict[str, Any]) -> list[str]:
                 f"{s} {ratio} ({mean} over {x['reached']} of {x['seeds']} seeds; random {base_mean} "
                 f"over {base.get('reached', 0)} of {base.get('seeds', 0)})"
             )
-    line = f"Within 5% in at most {TARGET_TRIALS} measured trials and {TARGET_WALL_S:.0f} s of search wall: {met}."
+    line = (
+        f"By the {judge}: within 5% in at most {TARGET_TRIALS} measured trials and {TARGET_WALL_S:.0f} s of "
+        f"search wall: {met}."
+    )
     if ratios:
         line += f" Mean trials to 5% over random's (seeds that got there): {'; '.join(ratios)}."
     return [line, ""]
+
+
+def referee_line(s: dict[str, Any]) -> str:
+    ref = s["referee"]
+    load = ", ".join(f"{v:.2f}" for v in ref["load_average"]["start"])
+    failed = f"; {len(ref['failed'])} did not time ok in every round (not counted)" if ref["failed"] else ""
+    return (
+        f"Referee: best {s['referee_ms']:.4g} ms. {ref['schedules']} distinct schedules (every run's top "
+        f"{ref['top_k']} within {ref['range']}x of the best search median) timed again together on "
+        f"{ref['date']}, one worker, alternating, median of {ref['rounds']} rounds, {ref['seconds']:.0f} s, "
+        f"load average {load} at its start{failed}."
+    )
 
 
 def markdown(summary: dict[str, Any], args: argparse.Namespace, host: str, models: dict[str, Any]) -> str:
@@ -410,29 +561,45 @@ def markdown(summary: dict[str, Any], args: argparse.Namespace, host: str, model
         "`pretrained`: evolutionary + XGBoost starting from a model trained on the logs of the other "
         "workloads (none of the tuned chain, at any size), timed on this CPU.",
         "",
-        "Trials to 5%: the measured trials (every status but `infeasible`) a run needed before its best "
-        "`ok` median was within 5% of the best median any run of the workload found (`-`: never). "
-        "Medians are the search's own, timed while the machine was shared: a run can look faster or "
-        "slower by noise, and the best of all runs can be one lucky measurement. Re-measured: the run's "
-        "best schedule timed again at its end (best.json). Wall: the search loop (the targets' figure), and "
-        "the whole run with its setup, re-measurement and report; neither holds the pretrained model's training.",
+        "Two judges. *Search*: the measured trials (every status but `infeasible`) a run needed before its "
+        "best `ok` median was within 5% of the best median any run of the workload found (`-`: never); the "
+        "medians are the search's own, timed while its run went on, so the best of all runs is the luckiest "
+        "of many noisy measurements, and runs timed at different times differ by the machine's load. "
+        f"*Referee*: every schedule that was among a run's {TOP_K} fastest at some point (a run stopped "
+        f"there would re-time those {TOP_K} and keep the fastest) and within {REFEREE_RANGE}x of the best "
+        "search median is timed again, all together in one session, alternating; a run's trials to 5% are "
+        "the measured trials after which one of its top 5 so far is within 5% of the fastest re-timed "
+        "schedule, and *top 5 at the end* is the fastest re-timed of its last top 5. Re-measured: the "
+        "run's own end (best.json). Wall: the search loop (the targets' figure), and the whole run with "
+        "its setup, re-measurement and report; neither holds the pretrained model's training.",
         "",
     ]
     for wl, s in summary.items():
-        lines += [f"## {wl}", "", f"Best median of any run: {s['best_ms']:.4g} ms.", ""]
-        lines += verdict_lines(s["verdict"])
+        judged = "referee_ms" in s
+        lines += [f"## {wl}", "", f"Best search median of any run: {s['best_ms']:.4g} ms.", ""]
+        if judged:
+            lines += [referee_line(s), ""]
+            lines += verdict_lines(s["referee_verdict"], "referee")
+        lines += verdict_lines(s["verdict"], "search's medians")
         if wl in models:
             lines += model_lines(models[wl]["meta"], models[wl]["path"])
         lines += [
-            "| strategy | seed | trials to 5% | best (search) | best re-measured | ok / infeasible / invalid | wall: search, run |",
-            "| --- | ---: | ---: | ---: | ---: | --- | ---: |",
+            "| strategy | seed | trials to 5%: referee | top 5 at the end, re-timed | trials to 5%: search "
+            "| best (search) | best re-measured | ok / infeasible / invalid | wall: search, run |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
         ]
         for r in s["runs"]:
             final = next((v for v in reversed(r["curve"]) if v is not None), None)
             c = r["counts"]
             wall, whole = r["wall"].get("search_s"), r["wall"].get("total_s")
+            ref = r.get("referee")
+            ref_to = "" if ref is None else f"{ref['to_within'] or '-'} of {len(r['curve'])}"
+            ref_final = (
+                "" if ref is None else "-" if ref["final_ms"] is None
+                else f"{ref['final_ms']:.4g} ms ({ref['final_ms'] / s['referee_ms']:.2f})"
+            )  # fmt: skip
             lines.append(
-                f"| {r['strategy']} | {r['seed']} | {r['to_within'] or '-'} of {len(r['curve'])} | "
+                f"| {r['strategy']} | {r['seed']} | {ref_to} | {ref_final} | {r['to_within'] or '-'} of {len(r['curve'])} | "
                 f"{'-' if final is None else f'{final:.4g} ms'} | {r['remeasured_ms']:.4g} ms | "
                 f"{c.get('ok', 0)} / {c.get('infeasible', 0)} / {c.get('invalid', 0)} | "
                 f"{'-' if wall is None else f'{wall:.0f} s'}, {'-' if whole is None else f'{whole:.0f} s'} |"
@@ -446,7 +613,8 @@ def command(args: argparse.Namespace) -> str:
     return (
         f"--workloads {' '.join(args.workloads)} --strategies {' '.join(args.strategies)} --trials {args.trials} "
         f"--seeds {' '.join(map(str, args.seeds))} --workers {args.workers} --runs {rel(args.runs)} "
-        f"--output {rel(args.output)} --train-logs {' '.join(repr(g) for g in args.train_logs)}"
+        f"--output {rel(args.output)} --train-logs {' '.join(repr(g) for g in args.train_logs)} "
+        f"--referee-rounds {args.referee_rounds}"
     )
 
 
@@ -460,13 +628,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=Path, default=REPO / "results" / "sample_efficiency_runs")
     p.add_argument("--output", type=Path, default=REPO / "results")
     p.add_argument("--train-logs", nargs="+", default=TRAIN_LOGS, metavar="GLOB")
+    p.add_argument("--referee-rounds", type=int, default=REMEASURE_ROUNDS)
     args = p.parse_args(argv)
     load = {"start": list(os.getloadavg())}
     host = machine()
     logs = find_logs(args.train_logs, args.runs, host) if "pretrained" in args.strategies else []
     cache: dict[Path, LogRows] = {}
-    runs, models = [], {}
+    runs, models, referees = [], {}, {}
     for wl in args.workloads:
+        traces: dict[str, str] = {}
         model = None
         if "pretrained" in args.strategies:
             model = (args.runs / wl / MODEL_NAME).resolve()
@@ -477,8 +647,12 @@ def main(argv: list[str] | None = None) -> int:
         for seed in args.seeds:
             for strategy in args.strategies:
                 print(f"{wl} {strategy} seed {seed}", file=sys.stderr, flush=True)
-                runs.append(run_one(configure(wl, strategy, seed, args, model), wl, strategy, seed))
-    summary = summarise(runs)
+                runs.append(run_one(configure(wl, strategy, seed, args, model), wl, strategy, seed, traces))
+        if args.referee_rounds > 0:
+            cfg = configure(wl, args.strategies[0], 0, args, model)
+            mine = [r for r in runs if r["workload"] == wl]
+            referees[wl] = referee(wl, mine, traces, cfg, args.runs / wl / REFEREE_FILE, args.referee_rounds)
+    summary = summarise(runs, referees)
     load["end"] = list(os.getloadavg())
     args.output.mkdir(parents=True, exist_ok=True)
     plot(summary, args.output / "sample_efficiency.png")

@@ -1,0 +1,80 @@
+"""experiments/sample_efficiency.py's referee on synthetic logs: which schedules were among a run's
+five fastest and when, and the trials a run needs by the re-timed medians."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autotune.search.records import TrialRecord
+
+SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "sample_efficiency.py"
+
+
+@pytest.fixture(scope="module")
+def se() -> Any:
+    spec = importlib.util.spec_from_file_location("sample_efficiency", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def record(trial: int, status: str, ms: float | None = None) -> TrialRecord:
+    times = {} if ms is None else {"median_ms": ms, "min_ms": ms, "iqr_ms": 0.0}
+    reason = "" if status == "ok" else status
+    return TrialRecord(
+        trial, 0, (("t", trial),), status, reason=reason, trace=f'{{"trial": {trial}}}', **times
+    )
+
+
+def test_top_spans_enter_and_leave_by_measured_trial(se: Any) -> None:
+    records = [
+        record(0, "ok", 5.0),  # measured 1
+        record(1, "infeasible"),  # not measured: no position
+        record(2, "cutoff", 90.0),  # measured 2, never ok
+        record(3, "ok", 4.0),  # measured 3
+        record(4, "ok", 6.0),  # measured 4: third of three, outside a top 2
+        record(5, "ok", 3.0),  # measured 5: pushes trial 0 out
+    ]
+    spans = se.top_spans(records, 2)
+    by_trial = {s["key"]: s for s in spans}
+    key = {r.trial: r.key for r in records}
+    assert set(by_trial) == {key[0], key[3], key[5]}
+    assert by_trial[key[0]] == {"key": key[0], "search_ms": 5.0, "enter": 1, "leave": 5}
+    assert by_trial[key[3]] == {"key": key[3], "search_ms": 4.0, "enter": 3, "leave": None}
+    assert by_trial[key[5]] == {"key": key[5], "search_ms": 3.0, "enter": 5, "leave": None}
+
+
+def test_refereed_counts_the_first_top_schedule_within_the_target(se: Any) -> None:
+    run = {
+        "curve": [5.0, 5.0, 4.0, 4.0, 3.0],
+        "tops": [
+            {"key": "a", "search_ms": 5.0, "enter": 1, "leave": 5},
+            {"key": "b", "search_ms": 4.0, "enter": 3, "leave": None},
+            {"key": "c", "search_ms": 3.0, "enter": 5, "leave": None},
+        ],
+    }
+    # re-timed: the search's fastest (c) is slower than b; a was never re-timed ok
+    medians = {"a": None, "b": 3.1, "c": 3.4}
+    judged = se.refereed(run, medians, 1.05 * 3.1)
+    assert judged["to_within"] == 3
+    assert judged["final_ms"] == 3.1
+    assert judged["curve"] == [None, None, 3.1, 3.1, 3.1]
+    assert se.refereed(run, medians, 3.0)["to_within"] is None
+
+
+def test_verdict_counts_seeds_within_the_trials_and_the_wall(se: Any) -> None:
+    runs = [
+        {"strategy": "random", "wall": {"search_s": 100.0}, "n": None},
+        {"strategy": "evolutionary", "wall": {"search_s": 100.0}, "n": 20},
+        {"strategy": "evolutionary", "wall": {"search_s": 200.0}, "n": 30},  # over 180 s
+    ]
+    v = se.verdict(runs, lambda r: r["n"])
+    assert v["random"] == {"seeds": 1, "met": 0, "reached": 0, "mean_trials": None}
+    assert v["evolutionary"] == {"seeds": 2, "met": 1, "reached": 2, "mean_trials": 25.0, "vs_random": None}
