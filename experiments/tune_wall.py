@@ -146,7 +146,7 @@ def same_log(args: argparse.Namespace) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="tune_wall_same_"))
     cfg = load_config(config_path(args.config, args, tmp))
     t0 = time.perf_counter()
-    tune(cfg, progress=False, executor=ByTrace())
+    driver = tune(cfg, progress=False, executor=ByTrace()).driver
     wall = time.perf_counter() - t0
     records = load(cfg.output / LOG_NAME)
     fields = ("trial", "round", "knobs", "status", "peak_bytes", "pool_bytes", "reason", "median_ms")
@@ -164,6 +164,7 @@ def same_log(args: argparse.Namespace) -> dict[str, Any]:
         "statuses": dict(sorted(Counter(r.status for r in records).items())),
         "digest": hashlib.sha256(json.dumps(rows, default=str).encode()).hexdigest(),
         "wall_s": round(wall, 2),
+        "parts": {} if driver is None else {n: round(s, 2) for n, s in driver.parts},
     }
 
 
@@ -267,6 +268,11 @@ def markdown(runs: list[dict[str, Any]]) -> str:
                 f"- `{c['label']}` ({c['date_utc']} UTC, autotune from `{c['autotune_file']}`): `{c['command']}`"
                 f"{where}: {c['trials']} trials {c['statuses']}, log digest `{c['digest'][:16]}`, "
                 f"driver {c['wall_s']:.1f} s"
+                + (
+                    f" ({', '.join(f'{n} {v:.1f} s' for n, v in c['parts'].items())})"
+                    if c.get("parts")
+                    else ""
+                )
             )
         lines.append("")
     groups: dict[str, list[dict[str, Any]]] = {}
@@ -332,9 +338,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.same_log:
         run = same_log(args)
         print(f"{run['label']}: {run['trials']} trials {run['statuses']}, log digest {run['digest']}")
+        print("driver: " + ", ".join(f"{n} {v:.2f} s" for n, v in run["parts"].items()))
     else:
         run = one_run(args)
         print_run(run)
+    args.output.mkdir(parents=True, exist_ok=True)
     store = args.output / "tune_wall.json"
     runs = json.loads(store.read_text(encoding="utf-8")) if store.exists() else []
     runs.append(run)
