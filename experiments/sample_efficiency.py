@@ -364,6 +364,7 @@ def referee(
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "seconds": time.perf_counter() - start,
         "load_average": {"start": load_start, "end": list(os.getloadavg())}, "median_ms": medians,
         "failed": {k: [x.reason for x in rs if x.status != "ok"][:1] for k, rs in zip(keys, results) if medians[k] is None},
+        "rounds_ms": {k: [x.median_ms for x in rs] for k, rs in zip(keys, results)},
     }  # fmt: skip
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=1), encoding="utf-8")
@@ -538,11 +539,21 @@ def referee_line(s: dict[str, Any]) -> str:
     ref = s["referee"]
     load = ", ".join(f"{v:.2f}" for v in ref["load_average"]["start"])
     failed = f"; {len(ref['failed'])} did not time ok in every round (not counted)" if ref["failed"] else ""
+    spreads = [
+        (max(v) - min(v)) / statistics.median(v)
+        for v in ref.get("rounds_ms", {}).values()
+        if v and all(x is not None for x in v)
+    ]
+    spread = (
+        f" Its rounds' medians of one schedule spread (max - min over the median) {statistics.median(spreads):.0%} "
+        f"for the median schedule, at most {max(spreads):.0%}."
+        if spreads else ""
+    )  # fmt: skip
     return (
         f"Referee: best {s['referee_ms']:.4g} ms. {ref['schedules']} distinct schedules (every run's top "
         f"{ref['top_k']} within {ref['range']}x of the best search median) timed again together on "
         f"{ref['date']}, one worker, alternating, median of {ref['rounds']} rounds, {ref['seconds']:.0f} s, "
-        f"load average {load} at its start{failed}."
+        f"load average {load} at its start{failed}.{spread}"
     )
 
 
