@@ -12,7 +12,7 @@ What proposes the candidates is a search strategy (:mod:`autotune.search.strateg
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -125,9 +125,23 @@ def random_assignment(space: SearchSpace, rng: np.random.Generator) -> dict[str,
     return {k.name: values[k.name] for k in space.knobs}
 
 
-def choose(predicted: np.ndarray, n: int, epsilon: float, rng: np.random.Generator) -> list[int]:
+def choose(
+    predicted: np.ndarray,
+    n: int,
+    epsilon: float,
+    rng: np.random.Generator,
+    rows: Sequence[Hashable] | None = None,
+    known: Collection[Hashable] = (),
+) -> list[int]:
     """Indices of ``n`` candidates to measure: the best ``n - round(epsilon * n)`` by prediction,
-    the rest at random; all at random while any prediction is NaN (no model yet)."""
+    the rest at random; all at random while any prediction is NaN (no model yet).
+
+    With ``rows`` (each candidate's feature row, hashable), the share chosen by prediction takes
+    one candidate per row and none whose row is ``known`` (a timed trial's): the model sees such
+    candidates as one program (schedules that differ only in which pool holds a buffer, say), so a
+    second measurement tells it nothing new and costs a trial that a program it can tell apart
+    could have; when fewer distinct rows are left, the best
+    predicted of the others fill the share. The random share draws from every candidate left."""
     count = len(predicted)
     if n >= count:
         return list(range(count))
@@ -136,7 +150,23 @@ def choose(predicted: np.ndarray, n: int, epsilon: float, rng: np.random.Generat
     if np.isnan(predicted).any():
         return [int(i) for i in rng.choice(count, size=n, replace=False)]
     explore = round(epsilon * n)
-    order = np.argsort(predicted, kind="stable")
-    top = [int(i) for i in order[: n - explore]]
-    rest = order[n - explore :]
+    order = [int(i) for i in np.argsort(predicted, kind="stable")]
+    top = order[: n - explore] if rows is None else _distinct(order, n - explore, rows, known)
+    taken = set(top)
+    rest = [i for i in order if i not in taken]
     return top + [int(i) for i in rng.choice(rest, size=explore, replace=False)]
+
+
+def _distinct(order: list[int], n: int, rows: Sequence[Hashable], known: Collection[Hashable]) -> list[int]:
+    """The first ``n`` of ``order`` with a row neither ``known`` nor taken already, filled up in
+    ``order`` when there are fewer."""
+    seen = set(known)
+    top: list[int] = []
+    for i in order:
+        if len(top) == n:
+            return top
+        if rows[i] not in seen:
+            seen.add(rows[i])
+            top.append(i)
+    taken = set(top)
+    return top + [i for i in order if i not in taken][: n - len(top)]

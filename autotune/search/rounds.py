@@ -16,9 +16,10 @@ training rows) and :meth:`Search.run_round` runs one round:
    again: the strategy is told the logged result;
 2. rank the feasible ones with the cost model, refitted every round on the
    features (:mod:`autotune.search.features`) of every timed (``ok`` or ``cutoff``) trial so far;
-3. measure ``measure_per_round`` of them: the best by prediction, plus an
-   ``epsilon`` share at random (seeded per round); all at random while the
-   model is not ready;
+3. measure ``measure_per_round`` of them: the best by prediction, one per feature row and none
+   with the row of a timed trial (:func:`~autotune.search.candidates.choose`: the model cannot
+   tell those apart), plus an ``epsilon`` share at random (seeded per round); all at random while
+   the model is not ready;
 4. append each result to ``output/trials.jsonl`` as it arrives (and hand it to the strategy's
    :meth:`~autotune.search.strategies.SearchStrategy.logged`); at the end of the round the
    strategy learns the outcome of every proposal (:class:`~autotune.search.strategies.Outcome`:
@@ -143,6 +144,9 @@ class Search:
         self.invalid: dict[tuple[tuple[str, Any], ...], TrialRecord] = {}  # by knobs
         self.settled = 0  # invalid and infeasible trials logged this round
         self.rows: list[list[float]] = []
+        self.timed_rows: set[tuple[float, ...]] = (
+            set()
+        )  # the rows of ``rows``, to choose programs the model has not timed
         self.times: list[float] = []
         self.best_ms: float | None = None  # the best ok median so far (sets the cutoff)
         self.fits: dict[str, _Fit] = {}  # by trace key: candidates lowered within the memory, not yet logged
@@ -200,6 +204,7 @@ class Search:
                 row = self._replay_row(record.trace)
             if row is not None:
                 self.rows.append(row)
+                self.timed_rows.add(tuple(row))
                 self.times.append(record.median_ms)
         best = self.best_ms
         failed = sum(n for s, n in self.counts.items() if s not in ("ok", "cutoff", "infeasible", "invalid"))
@@ -404,7 +409,8 @@ class Search:
         with self.clock("model"):
             predicted = self.model.predict(_matrix([c.row for c in feasible]))
         rng = np.random.default_rng([s.seed, self.round])
-        chosen = [feasible[i] for i in cand.choose(predicted, n, s.epsilon, rng)]
+        rows = [tuple(c.row) for c in feasible]
+        chosen = [feasible[i] for i in cand.choose(predicted, n, s.epsilon, rng, rows, self.timed_rows)]
         ms = self.model.predicts_ms  # else the predictions are an order only: not recorded
         guess = {c.key: float(p) for c, p in zip(feasible, predicted) if ms and np.isfinite(p)}
         numbers = [self._number() for _ in chosen]
