@@ -103,6 +103,7 @@ from typing import Any
 
 from autotune.config import RunConfig, load_config
 from autotune.errors import AutotuneError
+from autotune.measure.timing import CONTENDED
 from autotune.report import write_report
 from autotune.search.best import REMEASURE_ROUNDS, TOP_K
 from autotune.search.candidates import make_task
@@ -295,6 +296,7 @@ def run_one(cfg: RunConfig, wl: str, strategy: str, seed: int, traces: dict[str,
         if r.ok and r.trace:
             traces[r.key] = r.trace
     counts = Counter(r.status for r in records)
+    counts["contended"] = sum(r.ok and r.contended is not None and r.contended > CONTENDED for r in records)
     best_json = json.loads((out / "best.json").read_text())
     return {
         "workload": wl, "strategy": strategy, "seed": seed, "curve": curve, "counts": dict(counts),
@@ -582,7 +584,9 @@ def markdown(summary: dict[str, Any], args: argparse.Namespace, host: str, model
         "the measured trials after which one of its top 5 so far is within 5% of the fastest re-timed "
         "schedule, and *top 5 at the end* is the fastest re-timed of its last top 5. Re-measured: the "
         "run's own end (best.json). Wall: the search loop (the targets' figure), and the whole run with "
-        "its setup, re-measurement and report; neither holds the pretrained model's training.",
+        "its setup, re-measurement and report; neither holds the pretrained model's training. Contended ok: "
+        f"trials timed while another process had the cores (threads waiting for a CPU over {CONTENDED:.0%} "
+        "of the timing; unknown for runs logged before it was measured).",
         "",
     ]
     for wl, s in summary.items():
@@ -596,7 +600,7 @@ def markdown(summary: dict[str, Any], args: argparse.Namespace, host: str, model
             lines += model_lines(models[wl]["meta"], models[wl]["path"])
         lines += [
             "| strategy | seed | trials to 5%: referee | top 5 at the end, re-timed | trials to 5%: search "
-            "| best (search) | best re-measured | ok / infeasible / invalid | wall: search, run |",
+            "| best (search) | best re-measured | ok / infeasible / invalid / contended ok | wall: search, run |",
             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
         ]
         for r in s["runs"]:
@@ -612,7 +616,7 @@ def markdown(summary: dict[str, Any], args: argparse.Namespace, host: str, model
             lines.append(
                 f"| {r['strategy']} | {r['seed']} | {ref_to} | {ref_final} | {r['to_within'] or '-'} of {len(r['curve'])} | "
                 f"{'-' if final is None else f'{final:.4g} ms'} | {r['remeasured_ms']:.4g} ms | "
-                f"{c.get('ok', 0)} / {c.get('infeasible', 0)} / {c.get('invalid', 0)} | "
+                f"{c.get('ok', 0)} / {c.get('infeasible', 0)} / {c.get('invalid', 0)} / {c.get('contended', 0)} | "
                 f"{'-' if wall is None else f'{wall:.0f} s'}, {'-' if whole is None else f'{whole:.0f} s'} |"
             )
         lines.append("")

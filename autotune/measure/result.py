@@ -44,8 +44,10 @@ class MeasureResult:
     if not checked, NaN if an output held NaN); ``compile_s`` is the build's compile time;
     ``workspace_bytes`` the bytes reserved for allocations; ``error`` the reason
     and traceback text of a failure, or why a ``cutoff`` result stopped ("" when ``ok``);
-    ``retimed`` is True for an ``ok`` result whose first timing was noisy and that was timed a
-    second time (its figures are those of the less noisy timing).
+    ``retimed`` is True for an ``ok`` result whose first timing was noisy or contended and that was
+    timed a second time (its figures are those of the better timing); ``contended`` is the share of
+    the timing's wall time its threads spent waiting for a CPU that another process had
+    (:func:`~autotune.measure.timing.contention`; None when not known or not timed).
     """
 
     status: str
@@ -58,6 +60,7 @@ class MeasureResult:
     workspace_bytes: int | None = None
     error: str = ""
     retimed: bool = False
+    contended: float | None = None
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -86,6 +89,13 @@ class MeasureResult:
             raise MeasureError(f"MeasureResult: retimed must be a bool, got {self.retimed!r}")
         if self.retimed and self.status != "ok":
             raise MeasureError(f"MeasureResult: a {self.status!r} result is not retimed")
+        if self.contended is not None:
+            _check_number("contended", self.contended)
+            if self.contended > 1 or self.status not in TIMED_STATUSES:
+                raise MeasureError(
+                    f"MeasureResult: contended must be a share from 0 to 1 of a timed result, got "
+                    f"{self.contended!r} for {self.status!r}"
+                )
         if self.status in TIMED_STATUSES:
             if not all(timed) or self.repeats < 1:
                 article = "an" if self.status == "ok" else "a"

@@ -81,9 +81,11 @@ def measure(
     after ``warmup``. With ``check=False`` the reference is not consulted.
     With ``cutoff_ms``, a kernel whose first timed run is slower than it is timed that once and
     gets status ``cutoff`` (it has been checked all the same). With ``retime_noise``, an ``ok``
-    timing whose :func:`~autotune.measure.timing.noise` exceeds it is timed again at once, under
-    the same locks (:func:`~autotune.measure.timing.time_candidate`), and the result, marked
-    ``retimed``, has the figures of the less noisy of the two timings; with ``time_budget_s``
+    timing whose :func:`~autotune.measure.timing.noise` exceeds it, or whose threads waited for
+    a CPU more than :data:`~autotune.measure.timing.CONTENDED` of the time, is timed again at
+    once, under the same locks (:func:`~autotune.measure.timing.time_candidate`), and the result,
+    marked ``retimed``, has the figures of the better of the two timings; every timed result
+    carries its ``contended`` share; with ``time_budget_s``
     (the seconds the warm-up and timed runs may take) only when both timings fit in it.
     ``lock_timing`` takes the machine's locks (:mod:`autotune.measure.timing`):
     the cpu lock shared while building, compiling, running once and checking;
@@ -99,14 +101,24 @@ def measure(
     if isinstance(prepared, MeasureResult):
         return prepared
     run = _runner(prepared.kernel, prepared.args)
+    threads = _threads() if prepared.kernel.parallel else 1
     with timing_section(prepared.kernel.parallel, lock_timing):
-        timing = time_candidate(run, warmup, repeats, cutoff_ms, retime_noise, time_budget_s)
+        timing = time_candidate(run, warmup, repeats, cutoff_ms, retime_noise, time_budget_s, threads)
     figures = (prepared.max_abs_err, timing.median_ms, timing.min_ms, timing.iqr_ms, timing.runs)
     if timing.stopped:
         runs = f"{timing.runs} timed runs" if timing.runs > 1 else "timed run"
         reason = f"fastest of the first {runs} {timing.min_ms:.4g} ms over the cutoff {cutoff_ms:g} ms; timed no further"
-        return MeasureResult("cutoff", *figures, error=reason, **prepared.fields)
-    return MeasureResult("ok", *figures, retimed=timing.retimed, **prepared.fields)
+        return MeasureResult("cutoff", *figures, error=reason, contended=timing.contended, **prepared.fields)
+    return MeasureResult(
+        "ok", *figures, retimed=timing.retimed, contended=timing.contended, **prepared.fields
+    )
+
+
+def _threads() -> int:
+    """The threads a kernel's parallel loop runs on (numba's thread count)."""
+    import numba
+
+    return int(numba.get_num_threads())
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,13 @@ shared holders. With many workers whose compiles overlap, a parallel timing
 may wait for a long time, holding the timing lock, so every other timing waits
 with it.
 
+The locks keep this project's processes apart, not others: a timing also measures its
+*contention* (:func:`contention`), the share of its wall time the kernel's threads spent runnable
+but waiting for a CPU (Linux's per-thread scheduler statistics, :func:`run_delay_ns`). A timing
+contended over :data:`CONTENDED` is taken again, as a noisy one is (:func:`time_candidate`), and
+the share is recorded with the result, so that a trial timed while another program had the cores
+is known as such.
+
 The kernel releases a ``flock`` when its holder dies, so a killed or crashed
 worker never blocks the others; a worker that hangs while holding a lock
 (timing, or compiling under the shared cpu lock) holds it until its executor
@@ -57,14 +64,17 @@ import numpy as np
 from ..errors import MeasureError
 
 __all__ = [
+    "CONTENDED",
     "CUTOFF_RUNS",
     "LockMode",
     "Timing",
     "check_optional_positive",
+    "contention",
     "cpu_lock",
     "cpu_lock_path",
     "lock_path",
     "noise",
+    "run_delay_ns",
     "summarise",
     "time_candidate",
     "time_kernel",
@@ -219,10 +229,46 @@ def noise(median: float, low: float, iqr: float) -> float:
     return max(median - low, iqr) / median if median > 0 else 0.0
 
 
+CONTENDED = 0.2
+"""A timing is *contended* when the kernel's threads spent more than this share of its wall time
+runnable but waiting for a CPU (:func:`contention`): another process had the cores it needed. A
+kernel with a parallel loop needs every core; on the shared 2-core host one timed 5 ms alone and
+16-24 ms, in every one of five rounds, while two other processes kept both cores busy, with runs so
+alike that their spread did not show it."""
+
+
+def run_delay_ns() -> int | None:
+    """Nanoseconds the threads of this process have spent runnable but waiting for a CPU, summed
+    (the second field of Linux's ``/proc/self/task/<tid>/schedstat``); None where it is not
+    reported. A thread that ends between two readings takes its share with it."""
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    total, read = 0, False
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat", "rb") as f:
+                total += int(f.read().split()[1])
+            read = True
+        except (OSError, ValueError, IndexError):
+            continue  # a thread that ended meanwhile, or a kernel without scheduler statistics
+    return total if read else None
+
+
+def contention(waited_ns: int | None, wall_s: float, threads: int) -> float | None:
+    """The share of ``threads`` x ``wall_s`` that the threads spent waiting for a CPU (``waited_ns``,
+    a difference of :func:`run_delay_ns`), at most 1; None when not known."""
+    if waited_ns is None or wall_s <= 0:
+        return None
+    return min(1.0, max(0, waited_ns) / 1e9 / (max(1, threads) * wall_s))
+
+
 class Timing(NamedTuple):
     """What :func:`time_candidate` found: the figures in milliseconds, how many timed runs they
-    summarise, whether the cutoff stopped the timing after its first runs, and whether the
-    candidate was timed a second time because the first timing was noisy."""
+    summarise, whether the cutoff stopped the timing after its first runs, whether the candidate
+    was timed a second time because the first timing was noisy or contended, and the
+    :func:`contention` of the timing kept (None: not known)."""
 
     median_ms: float
     min_ms: float
@@ -230,6 +276,18 @@ class Timing(NamedTuple):
     runs: int
     stopped: bool = False
     retimed: bool = False
+    contended: float | None = None
+
+
+def _timed(
+    fn: Callable[[], object], warmup: int, repeats: int, cutoff_ms: float | None, threads: int
+) -> tuple[np.ndarray, bool, float, float | None]:
+    """:func:`time_runs` with its wall seconds (warm-up included) and :func:`contention`."""
+    before, start = run_delay_ns(), time.perf_counter()
+    samples, stopped = time_runs(fn, warmup, repeats, cutoff_ms)
+    took, after = time.perf_counter() - start, run_delay_ns()
+    waited = None if before is None or after is None else after - before
+    return samples, stopped, took, contention(waited, took, threads)
 
 
 def time_candidate(
@@ -239,23 +297,28 @@ def time_candidate(
     cutoff_ms: float | None = None,
     retime_noise: float | None = None,
     budget_s: float | None = None,
+    threads: int = 1,
 ) -> Timing:
-    """Time ``fn`` as :func:`time_runs` does (``cutoff_ms`` may stop it after its first timed runs);
-    then, with ``retime_noise``, a full timing whose :func:`noise` exceeds it is timed once more
-    (warm-up and repeats, no cutoff) and the less noisy of the two timings is kept (``retimed``).
-    With ``budget_s``, the seconds all the runs may take, it is re-timed only if the first
-    timing (warm-up included) took at most half of that. It takes no lock."""
+    """Time ``fn`` as :func:`time_runs` does (``cutoff_ms`` may stop it after its first timed runs),
+    and measure its :func:`contention` (``threads``: the threads ``fn`` runs on); then, with
+    ``retime_noise``, a full timing whose :func:`noise` exceeds it, or that is contended (over
+    :data:`CONTENDED`), is timed once more (warm-up and repeats, no cutoff) and the better of the
+    two is kept (``retimed``): the one not contended, else the less noisy. With ``budget_s``, the
+    seconds all the runs may take, it is re-timed only if the first timing (warm-up included) took
+    at most half of that. It takes no lock."""
     check_optional_positive("time_candidate", "retime_noise", retime_noise)
     check_optional_positive("time_candidate", "budget_s", budget_s)
-    start = time.perf_counter()
-    samples, stopped = time_runs(fn, warmup, repeats, cutoff_ms)
-    took = time.perf_counter() - start
+    samples, stopped, took, contended = _timed(fn, warmup, repeats, cutoff_ms, threads)
     figures = summarise(samples)
     fits = budget_s is None or 2 * took <= budget_s
-    if stopped or retime_noise is None or noise(*figures) <= retime_noise or not fits:
-        return Timing(*figures, len(samples), stopped)
-    again = summarise(time_runs(fn, warmup, repeats)[0])
-    return Timing(*min(figures, again, key=lambda f: noise(*f)), repeats, retimed=True)
+    steady = noise(*figures) <= retime_noise if retime_noise is not None else True
+    alone = contended is None or contended <= CONTENDED
+    if stopped or retime_noise is None or (steady and alone) or not fits:
+        return Timing(*figures, len(samples), stopped, contended=contended)
+    again, _, _, contended_again = _timed(fn, warmup, repeats, None, threads)
+    first, second = (figures, contended), (summarise(again), contended_again)
+    kept = min(first, second, key=lambda t: (t[1] is not None and t[1] > CONTENDED, noise(*t[0])))
+    return Timing(*kept[0], repeats, retimed=True, contended=kept[1])
 
 
 def time_kernel(fn: Callable[[], object], warmup: int = 2, repeats: int = 10) -> tuple[float, float, float]:

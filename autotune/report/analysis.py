@@ -7,6 +7,10 @@
   The threshold is the measurement's :data:`~autotune.measure.task.RETIME_NOISE`, the spread above
   which a timing is taken a second time (the trial is then ``retimed``): a trial still noisy
   was noisy in both timings, or had no time for a second.
+- :func:`contended` flags ``ok`` trials timed while another process had the cores the kernel
+  needed: its threads waited for a CPU more than :data:`~autotune.measure.timing.CONTENDED` of the
+  timing (the ``contended`` column). A contended timing is taken a second time too; a trial still
+  flagged was contended both times, or had no time for a second.
 - :func:`knob_importance` is a one-knob-at-a-time variance split over the ``ok`` trials: for each
   knob, the share of the variance of log(median latency) explained by grouping the trials by that
   knob's value (the correlation ratio, eta squared). It is descriptive, not causal: the sampler
@@ -25,12 +29,13 @@ import math
 from typing import TYPE_CHECKING
 
 from ..measure.task import RETIME_NOISE as NOISE_THRESHOLD
+from ..measure.timing import CONTENDED
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
-    "NOISE_THRESHOLD", "cost_model_quality", "format_ms", "knob_importance", "latency_unit", "noise", "noisy",
+    "CONTENDED", "NOISE_THRESHOLD", "contended", "cost_model_quality", "format_ms", "knob_importance", "latency_unit", "noise", "noisy",
 ]  # fmt: skip
 
 _UNITS = (("s", 1000.0), ("ms", 1.0), ("µs", 1e-3), ("ns", 1e-6))
@@ -63,6 +68,12 @@ def noise(df: pd.DataFrame) -> pd.Series:
 def noisy(df: pd.DataFrame) -> pd.Series:
     """Per row: whether the trial is ``ok`` and its :func:`noise` exceeds :data:`NOISE_THRESHOLD`."""
     return (df["status"] == "ok") & (noise(df) > NOISE_THRESHOLD)
+
+
+def contended(df: pd.DataFrame) -> pd.Series:
+    """Per row: whether the trial is ``ok`` and its ``contended`` share exceeds :data:`CONTENDED`
+    (False where it is not known)."""
+    return (df["status"] == "ok") & (df["contended"] > CONTENDED)
 
 
 def knob_importance(df: pd.DataFrame) -> pd.DataFrame:

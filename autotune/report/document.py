@@ -21,7 +21,15 @@ from ..files import write_atomic
 from ..lowering import lower
 from ..memory import Pool, draw, format_size
 from ..schedule import Schedule
-from .analysis import NOISE_THRESHOLD, cost_model_quality, format_ms, knob_importance, noisy
+from .analysis import (
+    CONTENDED,
+    NOISE_THRESHOLD,
+    contended,
+    cost_model_quality,
+    format_ms,
+    knob_importance,
+    noisy,
+)
 from .plots import plot_convergence, plot_pareto
 from .results import load_results, summary, write_tables
 
@@ -122,6 +130,16 @@ def _noise_lines(df: Any) -> list[str]:
     if flags.any():
         shown = ", ".join(str(t) for t in df.loc[flags, "trial"].head(20))
         lines[-2] += f" Trials: {shown}{', ...' if int(flags.sum()) > 20 else ''}."
+    busy = contended(df)
+    if busy.any():
+        shown = ", ".join(str(t) for t in df.loc[busy, "trial"].head(20))
+        lines += [
+            f"Contended trials: {int(busy.sum())} of {ok} ok trials were timed while another process had "
+            f"the cores they needed (their threads waited for a CPU more than {CONTENDED:.0%} of the "
+            f"time, in both timings when re-timed); their latency is a busy machine's. Trials: {shown}"
+            f"{', ...' if int(busy.sum()) > 20 else ''}.",
+            "",
+        ]
     return lines
 
 

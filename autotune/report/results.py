@@ -3,12 +3,13 @@
 :func:`load_results` gives one row per trial of ``DIR/trials.jsonl`` (or of a
 ``trials.jsonl`` or ``trials.parquet`` file), sorted by trial number, with these columns (then one per knob and one per pool)::
 
-    trial round status reason median_ms min_ms iqr_ms retimed max_abs_err peak_bytes
+    trial round status reason median_ms min_ms iqr_ms retimed contended max_abs_err peak_bytes
     predicted_ms compile_s node trace key  knob.<name>...  pool.<name>...
 
-``retimed`` is True for an ``ok`` trial whose first timing was noisy and that was timed a second
-time (its figures are the steadier timing's). A parquet table without that column has it added,
-all False.
+``retimed`` is True for an ``ok`` trial whose first timing was noisy or contended and that was
+timed a second time (its figures are the better timing's); ``contended`` is the share of its
+timing that the kernel's threads waited for a CPU another process had (NaN: not known). A parquet
+table without these columns has them added, all False and all NaN.
 
 pandas is imported inside the functions, so importing this module is cheap.
 """
@@ -32,10 +33,12 @@ __all__ = ["BASE_COLUMNS", "load_results", "pareto_front", "summary", "write_tab
 
 LOG_NAME = "trials.jsonl"
 BASE_COLUMNS = (
-    "trial", "round", "status", "reason", "median_ms", "min_ms", "iqr_ms", "retimed", "max_abs_err", "peak_bytes",
-    "predicted_ms", "compile_s", "node", "trace", "key",
+    "trial", "round", "status", "reason", "median_ms", "min_ms", "iqr_ms", "retimed", "contended", "max_abs_err",
+    "peak_bytes", "predicted_ms", "compile_s", "node", "trace", "key",
 )  # fmt: skip
-_FLOATS = ("median_ms", "min_ms", "iqr_ms", "max_abs_err", "predicted_ms", "compile_s")
+_FLOATS = ("median_ms", "min_ms", "iqr_ms", "contended", "max_abs_err", "predicted_ms", "compile_s")
+_ADDED = {"retimed": False, "contended": float("nan")}
+"""Columns that older tables lack, with the value they are given."""
 
 
 def load_results(path: str | os.PathLike[str]) -> pd.DataFrame:
@@ -66,11 +69,12 @@ def _from_parquet(path: Path) -> pd.DataFrame:
         df = pd.read_parquet(path)
     except (OSError, ValueError) as exc:
         raise AutotuneError(f"{path}: cannot read it as a parquet table ({exc})") from None
-    missing = [c for c in BASE_COLUMNS if c not in df.columns and c != "retimed"]
+    missing = [c for c in BASE_COLUMNS if c not in df.columns and c not in _ADDED]
     if missing:
         raise AutotuneError(f"{path}: not a table of trials (no column {', '.join(missing)})")
-    if "retimed" not in df.columns:
-        df.insert(BASE_COLUMNS.index("retimed"), "retimed", False)
+    for name, value in _ADDED.items():
+        if name not in df.columns:
+            df.insert(BASE_COLUMNS.index(name), name, value)
     return df.sort_values("trial", kind="stable").reset_index(drop=True)
 
 

@@ -57,7 +57,10 @@ def trace_key(trace: str) -> str:
     try:
         doc = json.loads(trace)
         if isinstance(doc, dict) and isinstance(doc.get("steps"), list):
-            doc = {**doc, "steps": [s for s in doc["steps"] if not (isinstance(s, dict) and s.get("op") == "sample")]}
+            doc = {
+                **doc,
+                "steps": [s for s in doc["steps"] if not (isinstance(s, dict) and s.get("op") == "sample")],
+            }
         text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
     except ValueError:
         text = trace
@@ -112,8 +115,10 @@ class TrialRecord:
     infinite (it is written as JSON ``NaN``/``Infinity``). ``peak_bytes`` is the planned peak
     workspace and ``pool_bytes`` the bytes used per pool; ``predicted_ms`` the
     cost model's guess; ``node`` where it ran; ``trace`` the schedule's trace JSON.
-    ``retimed`` flags an ``ok`` trial whose first timing was noisy and that was timed again (its
-    times are the less noisy timing's); it is written to JSON only when True.
+    ``retimed`` flags an ``ok`` trial whose first timing was noisy or contended and that was timed
+    again (its times are the better timing's); it is written to JSON only when True.
+    ``contended`` is the share of its timing's wall time that the kernel's threads waited for a CPU
+    another process had (:func:`~autotune.measure.timing.contention`; written only when known).
     """
 
     trial: int
@@ -132,6 +137,7 @@ class TrialRecord:
     node: str = ""
     trace: str = ""
     retimed: bool = False
+    contended: float | None = None
 
     def __post_init__(self) -> None:
         _check_int("trial", self.trial)
@@ -154,6 +160,13 @@ class TrialRecord:
             raise ValueError(f"TrialRecord: retimed must be a bool, got {self.retimed!r}")
         if self.retimed and self.status != "ok":
             raise ValueError(f"TrialRecord: a {self.status!r} trial is not retimed")
+        if self.contended is not None:
+            _check_float("contended", self.contended)
+            if not 0 <= self.contended <= 1 or self.status not in TIMED_TRIAL_STATUSES:
+                raise ValueError(
+                    f"TrialRecord: contended must be a share from 0 to 1 of a timed trial, got "
+                    f"{self.contended!r} for {self.status!r}"
+                )
         timed = [getattr(self, name) is not None for name in _TIMES]
         if self.status in TIMED_TRIAL_STATUSES:
             if not all(timed):
@@ -197,16 +210,20 @@ class TrialRecord:
             max_abs_err=result.max_abs_err,
             compile_s=result.compile_s,
             retimed=result.retimed,
+            contended=result.contended,
             **extra,
         )
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict: the pairs become objects, in their order; ``retimed`` only when True."""
+        """A JSON-ready dict: the pairs become objects, in their order; ``retimed`` only when True,
+        ``contended`` only when known."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["knobs"] = dict(self.knobs)
         data["pool_bytes"] = dict(self.pool_bytes)
         if not self.retimed:
             del data["retimed"]
+        if self.contended is None:
+            del data["contended"]
         return data
 
     @classmethod

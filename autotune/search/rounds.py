@@ -144,9 +144,8 @@ class Search:
         self.invalid: dict[tuple[tuple[str, Any], ...], TrialRecord] = {}  # by knobs
         self.settled = 0  # invalid and infeasible trials logged this round
         self.rows: list[list[float]] = []
-        self.timed_rows: set[tuple[float, ...]] = (
-            set()
-        )  # the rows of ``rows``, to choose programs the model has not timed
+        # the rows of ``rows`` as a set: the model's picks skip programs it has timed
+        self.timed_rows: set[tuple[float, ...]] = set()
         self.times: list[float] = []
         self.best_ms: float | None = None  # the best ok median so far (sets the cutoff)
         self.fits: dict[str, _Fit] = {}  # by trace key: candidates lowered within the memory, not yet logged
