@@ -64,6 +64,8 @@ class Figures:
     pool_bytes: tuple[tuple[str, int], ...]
     reason: str = ""
     node: str = ""
+    contended: float | None = None
+    """The largest :func:`~autotune.measure.timing.contention` of the rounds (None: not known)."""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -149,6 +151,7 @@ def figures_of(
         peak,
         pool_bytes,
         node=node,
+        contended=max((r.contended for r in results if r.contended is not None), default=None),
     )
 
 

@@ -20,6 +20,7 @@ from autotune.measure.timing import CONTENDED, contention, run_delay_ns, time_ca
 from autotune.report import load_results
 from autotune.report.analysis import contended
 from autotune.report.document import _noise_lines
+from autotune.search.best import figures_of
 from autotune.search.log import TrialLog
 from autotune.search.records import TrialRecord
 
@@ -138,3 +139,9 @@ def test_an_untimed_result_or_record_has_no_contention() -> None:
         MeasureResult("wrong", 1.0, contended=0.1)
     with pytest.raises(ValueError, match="contended must be a share from 0 to 1 of a timed trial"):
         TrialRecord(0, 0, (), "invalid", reason="no schedule", contended=0.1)
+
+
+def test_a_re_measured_schedule_reports_its_most_contended_round() -> None:
+    rounds = [MeasureResult("ok", 0.0, 2.0, 1.9, 0.1, 10, contended=c) for c in (0.0, 0.4, None)]
+    assert figures_of(rounds, 10, ()).contended == 0.4
+    assert figures_of(rounds[2:], 10, ()).contended is None
