@@ -367,6 +367,9 @@ def referee(
         "load_average": {"start": load_start, "end": list(os.getloadavg())}, "median_ms": medians,
         "failed": {k: [x.reason for x in rs if x.status != "ok"][:1] for k, rs in zip(keys, results) if medians[k] is None},
         "rounds_ms": {k: [x.median_ms for x in rs] for k, rs in zip(keys, results)},
+        "contended": {
+            k: max((x.contended for x in rs if x.contended is not None), default=None) for k, rs in zip(keys, results)
+        },
     }  # fmt: skip
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=1), encoding="utf-8")
@@ -551,6 +554,12 @@ def referee_line(s: dict[str, Any]) -> str:
         f"for the median schedule, at most {max(spreads):.0%}."
         if spreads else ""
     )  # fmt: skip
+    busy = sum(1 for v in ref.get("contended", {}).values() if v is not None and v > CONTENDED)
+    if busy:
+        spread += (
+            f" {busy} schedules had a round contended (threads waiting for a CPU over {CONTENDED:.0%} of "
+            "the timing: another process had the cores)."
+        )
     return (
         f"Referee: best {s['referee_ms']:.4g} ms. {ref['schedules']} distinct schedules (every run's top "
         f"{ref['top_k']} within {ref['range']}x of the best search median) timed again together on "
