@@ -47,12 +47,16 @@ VECTORIZERS = ("loop", "slp")
 
 
 def kernel_decorator(
-    signature: str | None = None, vectorizer: str = "loop", noalias: bool = False, linked: bool = True
+    signature: str | None = None,
+    vectorizer: str = "loop",
+    noalias: bool = False,
+    linked: bool = True,
+    parallel: bool = True,
 ) -> str:
     """The decorator line put on every kernel (part of the source, hence of the cache key).
 
-    Every kernel is ``parallel=True``, serial ones too (see :func:`generate_source`).
-    With ``signature``, the decorator of an outlined nest (:mod:`~autotune.codegen.outline`):
+    A kernel is ``parallel=True``, serial ones too, unless ``parallel`` is False: a serial kernel
+    whose body is a function of its own (see :func:`generate_source`). With ``signature``, the decorator of an outlined nest (:mod:`~autotune.codegen.outline`):
     :func:`autotune.codegen.runtime.nest`, which compiles it for that signature with
     ``vectorizer`` and the kernel's fast-math flags; not parallel (it runs on the calling thread).
     ``noalias`` and ``linked=False`` (a parallel loop's body) are written only when set."""
@@ -60,7 +64,7 @@ def kernel_decorator(
     if signature is not None:
         extra = (", noalias=True" if noalias else "") + ("" if linked else ", linked=False")
         return f'@{NEST}("{signature}", vectorizer="{vectorizer}", fastmath={flags}{extra})'
-    return f'@numba.njit(cache=True, fastmath={flags}, nogil=True, error_model="numpy", parallel=True)'
+    return f'@numba.njit(cache=True, fastmath={flags}, nogil=True, error_model="numpy", parallel={parallel})'
 
 
 _RANGE = {
@@ -299,6 +303,14 @@ def generate_source(func: ir.Func, name: str | None = None) -> KernelSource:
     depthwise 3x3, 1x1) ran 5.2 ms as a function and 1.1 ms as a one-iteration parallel loop, on
     one thread both. (``numba.set_num_threads(1)`` around it would keep the other worker from
     waking, but a kernel that calls it cannot be cached.)
+
+    When that body is written as a function of its own (:meth:`_Generator._outline_body`, its
+    arrays ``noalias`` on the same condition), the kernel only declares its storage and calls it,
+    and is a plain function (``parallel=False``, ``range(1)``): a one-iteration parallel loop still
+    goes through numba's thread pool, about a microsecond per call, and while other processes keep
+    the cores busy it waits for a worker thread (a 1 µs kernel ran 16 ms a call beside two spinning
+    processes on the 2-core host, the plain call 0.2 µs; a two-iteration parallel loop kept its 1.4
+    µs).
     """
     kernel = py_ident(name or func.name)
     vectorizer = str(ir.ann_get(func.attrs, ir.VECTORIZER_ATTR, "loop"))
@@ -310,8 +322,11 @@ def generate_source(func: ir.Func, name: str | None = None) -> KernelSource:
         gen.stmt(func.body, 1)
     else:
         gen.emit(1, f"for {once} in numba.prange(1):")  # a serial kernel: see the docstring
+        loop = len(gen.lines) - 1
         gen.pending = "the kernel's body"
         gen.stmt(func.body, 2)
+        if gen.bodies:  # the body is a function of its own: the kernel only calls it
+            gen.lines[loop] = gen.lines[loop].replace("numba.prange(1)", "range(1)")
     params = tuple(ParamArg(gen.names.buffer(b), b.name, _const_shape(b), b.dtype) for b in func.params)
     storage = tuple(gen.storage.values())
     args = ", ".join([p.arg for p in params] + [s.arg for s in storage])
@@ -336,7 +351,7 @@ def generate_source(func: ir.Func, name: str | None = None) -> KernelSource:
     for b in gen.bodies:
         decorator = kernel_decorator(b.signature, b.vectorizer, b.noalias, b.linked)
         lines += ["", decorator, f"def {b.name}({', '.join(b.params)}):", *b.lines, ""]
-    lines += ["", kernel_decorator(), f"def {kernel}({args}):"]
+    lines += ["", kernel_decorator(parallel=gen.parallel or not gen.bodies), f"def {kernel}({args}):"]
     lines += [f"    # {_arg_doc(p)}" for p in params] + [f"    # {_storage_doc(s)}" for s in storage]
     lines += gen.lines
     outlined = tuple(o.name for o in gen.outlined)

@@ -179,19 +179,32 @@ def test_loop_kinds() -> None:
     assert f"for m in range(2, {UNROLL_LIMIT + 3}):\n        pass" in src.text  # extent > UNROLL_LIMIT: a loop
 
 
-def test_a_serial_function_runs_as_one_parallel_iteration_on_one_thread() -> None:
-    # numba gives a parallel loop's body noalias arrays, a plain function none (no vectorising);
-    # the body outlined is noalias too: its arrays share no storage
+def test_a_serial_function_calls_its_noalias_body_from_a_plain_function() -> None:
+    # the body outlined is noalias (its arrays share no storage), as numba makes a parallel loop's
+    # body; the kernel only calls it, so it needs no parallel loop nor numba's thread pool
     func, _ = pool_chain()
     src = generate_source(func)
-    assert not src.parallel and "parallel=True" in src.text
+    assert not src.parallel and "parallel=False)\ndef pool_chain(" in src.text and "parallel=True" not in src.text
     lines = src.text.splitlines()
-    start = lines.index("    for once in numba.prange(1):")
+    start = lines.index("    for once in range(1):")
     assert all(line.startswith("        ") for line in lines[start + 1 :])  # the whole body inside
     # the view of the intermediate's storage is made there, and the body takes it
     assert lines[start + 1 :] == ["        pool1 = pool1_data.reshape((1, 6, 6, 2))", "        pool_chain_body(pool1, data, pool2)"]
     assert "noalias=True, linked=False)\ndef pool_chain_body(pool1, data, pool2):\n" in src.text
-    assert src.text.count("prange") == 1
+    assert "prange" not in src.text
+
+
+def test_a_serial_function_whose_body_stays_in_it_runs_as_one_parallel_iteration() -> None:
+    # a body that declares a view after its first statement is not a function of its own: numba's
+    # one-iteration parallel loop gives it noalias arrays (a plain function would not)
+    a, b = ir.decl_buffer("A", (16,)), ir.decl_buffer("B", (16,))
+    v = ir.decl_buffer("V", (4, 4), data=b.data)
+    i = ir.Var("i")
+    first = ir.For(i, ir.const(0), ir.const(16), "serial", ir.BufferStore(b, a[i], (i,)))
+    then = ir.DeclBuffer(v, ir.For(i, ir.const(0), ir.const(16), "serial", ir.BufferStore(v, a[i], (i // 4, i % 4))))
+    src = generate_source(_func(ir.seq(first, then), a, b))
+    assert src.bodies == () and not src.parallel
+    assert "parallel=True)\ndef f(" in src.text and "    for once in numba.prange(1):" in src.text
 
 
 def test_a_body_whose_arrays_share_storage_is_not_noalias() -> None:
