@@ -5,8 +5,9 @@ single core's speed varies by about 30 % from run to run, so the top
 :data:`TOP_K` ``ok`` trials and the default schedule (the workload with no
 schedule steps) are timed again in one :meth:`~autotune.search.executors.Executor.remeasure`
 call: one worker, alternating, :data:`REMEASURE_ROUNDS` rounds. The best is the
-lowest median of those rounds, and the speedup and memory ratio compare it
-with the default from the same call. Files written to the output directory:
+lowest median of those rounds (of the rounds not contended, where some are:
+:func:`figures_of`), and the speedup and memory ratio compare it with the
+default from the same call. Files written to the output directory:
 
 - ``best.json``: the trace (loadable by ``autotune show/check --trace``),
   knobs, figures of the best and of the default (each with the ``node`` that
@@ -32,6 +33,7 @@ from ..config import RunConfig
 from ..errors import AutotuneError, ConfigError
 from ..files import write_atomic
 from ..measure.result import MeasureResult
+from ..measure.timing import CONTENDED
 from ..schedule import Schedule
 from ..workloads import Workload
 from . import candidates as cand
@@ -137,17 +139,20 @@ def top_trials(records: Sequence[TrialRecord], k: int = TOP_K) -> list[TrialReco
 def figures_of(
     results: Sequence[MeasureResult], peak: int, pool_bytes: tuple[tuple[str, int], ...], node: str = ""
 ) -> Figures:
-    """Combine the rounds of one re-measured schedule, measured on ``node``."""
+    """Combine the rounds of one re-measured schedule, measured on ``node``: the median of the
+    rounds' medians, of those not contended (:data:`~autotune.measure.timing.CONTENDED`) when
+    there are any, for a round timed while another process had the cores is a busy machine's."""
     bad = next((r for r in results if not r.ok), None)
     if bad is not None or not results:
         status = bad.status if bad is not None else "error"
         reason = (bad.error or f"max_abs_err {bad.max_abs_err}") if bad is not None else "not measured"
         return Figures(status, None, None, None, peak, pool_bytes, reason, node)
+    alone = [r for r in results if r.contended is None or r.contended <= CONTENDED] or list(results)
     return Figures(
         "ok",
-        statistics.median(r.median_ms for r in results),  # type: ignore[type-var]
-        min(r.min_ms for r in results),  # type: ignore[type-var]
-        statistics.median(r.iqr_ms for r in results),  # type: ignore[type-var]
+        statistics.median(r.median_ms for r in alone),  # type: ignore[type-var]
+        min(r.min_ms for r in alone),  # type: ignore[type-var]
+        statistics.median(r.iqr_ms for r in alone),  # type: ignore[type-var]
         peak,
         pool_bytes,
         node=node,

@@ -145,3 +145,11 @@ def test_a_re_measured_schedule_reports_its_most_contended_round() -> None:
     rounds = [MeasureResult("ok", 0.0, 2.0, 1.9, 0.1, 10, contended=c) for c in (0.0, 0.4, None)]
     assert figures_of(rounds, 10, ()).contended == 0.4
     assert figures_of(rounds[2:], 10, ()).contended is None
+
+
+def test_a_re_measured_schedule_leaves_out_its_contended_rounds() -> None:
+    rounds = [MeasureResult("ok", 0.0, ms, ms, 0.1, 10, contended=c) for ms, c in ((2.0, 0.0), (9.0, 0.9), (3.0, None))]
+    figures = figures_of(rounds, 10, ())
+    assert (figures.median_ms, figures.min_ms, figures.contended) == (2.5, 2.0, 0.9)
+    busy = [MeasureResult("ok", 0.0, ms, ms, 0.1, 10, contended=0.5) for ms in (4.0, 6.0, 8.0)]
+    assert figures_of(busy, 10, ()).median_ms == 6.0  # all contended: all of them
