@@ -228,7 +228,7 @@ def check_lowered(
     inputs = wl.make_inputs(seed)
     if repeats is not None:
         warm = DEFAULT_WARMUP if warmup is None else warmup
-        return measure(lowered.func, wl, inputs, plan=lowered.plan, warmup=warm, repeats=repeats)
+        return measure(lowered.func, wl, inputs, plan=lowered.plan, warmup=warm, repeats=repeats, enough_s=None)
     probe = measure(lowered.func, wl, inputs, plan=lowered.plan, warmup=0, repeats=1)
     if not probe.ok or probe.median_ms is None:
         return probe

@@ -66,6 +66,7 @@ from ..errors import MeasureError
 __all__ = [
     "CONTENDED",
     "CUTOFF_RUNS",
+    "ENOUGH_S",
     "LockMode",
     "Timing",
     "check_optional_positive",
@@ -191,22 +192,40 @@ scheduler (on the shared 2-core host one descheduled time slice turned runs of a
 12-16 ms), and three in a row slowed as much are rare."""
 
 
+ENOUGH_S = 2.0
+"""Timed runs that add up to this many seconds are enough: a timing stops there once it has
+:data:`CUTOFF_RUNS` runs, and the warm-up stops after a run of a third of it. Repeats are there to
+see past the scheduler's interruptions, which a run of seconds averages over by itself; a kernel of
+seconds a run (an unscheduled chain: the default schedule that a run's end re-times in every
+round beside its best) is then timed in three runs, not ``repeats``, and warmed up once."""
+
+
 def time_runs(
-    fn: Callable[[], object], warmup: int = 2, repeats: int = 10, cutoff_ms: float | None = None
+    fn: Callable[[], object],
+    warmup: int = 2,
+    repeats: int = 10,
+    cutoff_ms: float | None = None,
+    enough_s: float | None = ENOUGH_S,
 ) -> tuple[np.ndarray, bool]:
     """Run ``fn`` ``warmup`` times untimed, then up to ``repeats`` times timed.
 
     Returns the timed runs in milliseconds (each timed by itself with ``time.perf_counter_ns``) and
     whether the cutoff stopped them: with ``cutoff_ms``, when the fastest of the first
     :data:`CUTOFF_RUNS` timed runs (all of them, if ``repeats`` is smaller) is longer than it, the
-    timing ends there (those samples, ``True``). It takes no lock.
+    timing ends there (those samples, ``True``). Runs that add up to ``enough_s`` end the warm-up
+    and the timing early (:data:`ENOUGH_S`; None: never). It takes no lock.
     """
     _check_counts("time_runs", warmup, repeats)
     check_optional_positive("time_runs", "cutoff_ms", cutoff_ms)
-    for _ in range(warmup):
-        fn()
-    samples = np.empty(repeats, dtype=np.float64)
+    check_optional_positive("time_runs", "enough_s", enough_s)
+    enough_ns = math.inf if enough_s is None else enough_s * 1e9
     clock = time.perf_counter_ns
+    for _ in range(warmup):
+        start = clock()
+        fn()
+        if clock() - start >= enough_ns / 3:
+            break
+    samples = np.empty(repeats, dtype=np.float64)
     for k in range(repeats):
         start = clock()
         fn()
@@ -214,6 +233,8 @@ def time_runs(
         judged = k + 1 == min(CUTOFF_RUNS, repeats)
         if judged and cutoff_ms is not None and samples[: k + 1].min() / 1e6 > cutoff_ms:
             return samples[: k + 1] / 1e6, True
+        if k + 1 >= CUTOFF_RUNS and samples[: k + 1].sum() >= enough_ns:
+            return samples[: k + 1] / 1e6, False
     return samples / 1e6, False
 
 
@@ -280,11 +301,11 @@ class Timing(NamedTuple):
 
 
 def _timed(
-    fn: Callable[[], object], warmup: int, repeats: int, cutoff_ms: float | None, threads: int
+    fn: Callable[[], object], warmup: int, repeats: int, cutoff_ms: float | None, threads: int, enough_s: float | None
 ) -> tuple[np.ndarray, bool, float, float | None]:
     """:func:`time_runs` with its wall seconds (warm-up included) and :func:`contention`."""
     before, start = run_delay_ns(), time.perf_counter()
-    samples, stopped = time_runs(fn, warmup, repeats, cutoff_ms)
+    samples, stopped = time_runs(fn, warmup, repeats, cutoff_ms, enough_s)
     took, after = time.perf_counter() - start, run_delay_ns()
     waited = None if before is None or after is None else after - before
     return samples, stopped, took, contention(waited, took, threads)
@@ -298,6 +319,7 @@ def time_candidate(
     retime_noise: float | None = None,
     budget_s: float | None = None,
     threads: int = 1,
+    enough_s: float | None = ENOUGH_S,
 ) -> Timing:
     """Time ``fn`` as :func:`time_runs` does (``cutoff_ms`` may stop it after its first timed runs),
     and measure its :func:`contention` (``threads``: the threads ``fn`` runs on); then, with
@@ -305,20 +327,20 @@ def time_candidate(
     :data:`CONTENDED`), is timed once more (warm-up and repeats, no cutoff) and the better of the
     two is kept (``retimed``): the one not contended, else the less noisy. With ``budget_s``, the
     seconds all the runs may take, it is re-timed only if the first timing (warm-up included) took
-    at most half of that. It takes no lock."""
+    at most half of that. ``enough_s`` as in :func:`time_runs`. It takes no lock."""
     check_optional_positive("time_candidate", "retime_noise", retime_noise)
     check_optional_positive("time_candidate", "budget_s", budget_s)
-    samples, stopped, took, contended = _timed(fn, warmup, repeats, cutoff_ms, threads)
+    samples, stopped, took, contended = _timed(fn, warmup, repeats, cutoff_ms, threads, enough_s)
     figures = summarise(samples)
     fits = budget_s is None or 2 * took <= budget_s
     steady = noise(*figures) <= retime_noise if retime_noise is not None else True
     alone = contended is None or contended <= CONTENDED
     if stopped or retime_noise is None or (steady and alone) or not fits:
         return Timing(*figures, len(samples), stopped, contended=contended)
-    again, _, _, contended_again = _timed(fn, warmup, repeats, None, threads)
-    first, second = (figures, contended), (summarise(again), contended_again)
+    again, _, _, contended_again = _timed(fn, warmup, repeats, None, threads, enough_s)
+    first, second = (figures, contended, len(samples)), (summarise(again), contended_again, len(again))
     kept = min(first, second, key=lambda t: (t[1] is not None and t[1] > CONTENDED, noise(*t[0])))
-    return Timing(*kept[0], repeats, retimed=True, contended=kept[1])
+    return Timing(*kept[0], kept[2], retimed=True, contended=kept[1])
 
 
 def time_kernel(fn: Callable[[], object], warmup: int = 2, repeats: int = 10) -> tuple[float, float, float]:

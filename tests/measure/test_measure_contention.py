@@ -54,6 +54,20 @@ def test_a_contended_timing_is_timed_again_and_the_other_one_kept(monkeypatch: p
     assert t.retimed and t.contended == 0.0 and t.runs == 3
 
 
+def test_a_re_timing_stopped_early_counts_its_own_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the first timing is contended and its runs are short: all 4; the second's are long: it stops at 3
+    monkeypatch.setattr(timing, "run_delay_ns", Delays(0, 10**12, 10**12, 10**12))
+    calls: list[int] = []
+
+    def fn() -> None:
+        calls.append(1)
+        if len(calls) > 4:
+            time.sleep(0.02)
+
+    t = time_candidate(fn, warmup=0, repeats=4, retime_noise=10.0, enough_s=0.05)
+    assert t.retimed and t.contended == 0.0 and t.runs == timing.CUTOFF_RUNS and len(calls) == 4 + 3
+
+
 def test_contended_twice_keeps_a_contended_timing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(timing, "run_delay_ns", Delays(0, 10**12, 10**12, 2 * 10**12))
     t = time_candidate(steady, warmup=0, repeats=3, retime_noise=10.0)

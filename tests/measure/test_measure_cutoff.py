@@ -72,6 +72,19 @@ def test_only_the_first_timed_runs_are_compared_with_the_cutoff() -> None:
     assert not stopped and len(samples) == CUTOFF_RUNS + 3 and samples[CUTOFF_RUNS] >= SLOW_S * 1000
 
 
+def test_long_runs_end_the_warm_up_and_the_timing_early() -> None:
+    # runs of SLOW_S: one warm-up run is a third of enough_s, three timed runs add up to it
+    fn = Runs(lambda k: SLOW_S)
+    samples, stopped = time_runs(fn, warmup=2, repeats=10, enough_s=2.5 * SLOW_S)
+    assert not stopped and len(samples) == CUTOFF_RUNS and fn.calls == 1 + CUTOFF_RUNS
+    fn = Runs(lambda k: SLOW_S)  # short against enough_s: every warm-up and every repeat
+    samples, _ = time_runs(fn, warmup=2, repeats=4, enough_s=100.0)
+    assert len(samples) == 4 and fn.calls == 6
+    fn = Runs(lambda k: SLOW_S)  # None: the counts exactly
+    samples, _ = time_runs(fn, warmup=2, repeats=4, enough_s=None)
+    assert len(samples) == 4 and fn.calls == 6
+
+
 def test_a_noisy_timing_is_timed_again_and_the_steadier_one_kept() -> None:
     repeats = 4
     # first timing: fast and slow runs in turn (noise about 1); second timing: slow runs only
