@@ -31,6 +31,16 @@ current features; others for ablation):
   (:func:`autotune.measure.timing.noise`): a descheduled time slice, or a busy machine. No feature
   of the program predicts them; *estimate, steady trials*: the estimate alone over the others.
 
+A variant may fit its model on other labels than the measured medians (``Variant.labels``: each
+trial's fastest timed run, :func:`min_labels`; noisy trials weighing less, :func:`noise_weighted`;
+``cutoff`` trials raised to the slowest ok one, :func:`cutoff_censored`); whatever it fits on, its
+predictions are scored against the medians, as report.md scores them. A model fitted on other
+workloads counts its trees at ``n / (n + tree_trials)`` with ``n = 0`` (``Settings.tree_trials``),
+so *leave one workload out* is the estimate's order for every variant with a prior and
+``tree_trials > 0``. The summary table gives each variant's medians and means over the logs and
+on how many logs its prequential Spearman is above or below ``after``'s: a median moves with
+the few logs near it, those counts say whether most logs moved.
+
 Writes ``<output>/cost_model_heldout.md`` and ``.json``.
 """
 
@@ -39,6 +49,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import hashlib
+import inspect
 import json
 import math
 import pickle
@@ -108,6 +119,7 @@ class Trial:
     logged_ms: float | None  # the predicted_ms the run recorded
     features: dict[str, float]
     noise: float = 0.0  # how far the timed runs spread (autotune.measure.timing.noise)
+    min_ms: float | None = None  # the fastest timed run
 
 
 @dataclass(frozen=True)
@@ -131,6 +143,15 @@ def _source_hash(mine: bool) -> str:
         rel = path.relative_to(REPO / "autotune").as_posix()
         if mine or not any(rel.startswith(o) or rel.startswith(f"search/{o}") for o in own):
             h.update(rel.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _feature_source_hash() -> str:
+    """A hash of what a trial's features depend on: the lowering code (:func:`_source_hash`) and
+    the feature modules, not the model's."""
+    h = hashlib.sha256(_source_hash(False).encode())
+    for name in ("features", "features_estimate", "cost_model_train"):
+        h.update((REPO / "autotune" / "search" / f"{name}.py").read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -171,8 +192,8 @@ def _features_at(revision: str) -> Callable[..., dict[str, float]]:
 def load_log(path: Path, cache: Path) -> Log:
     """A log's timed trials with their features (computed by the current code, or cached)."""
     label = path.parent.relative_to(REPO / "results").as_posix() if path.is_relative_to(REPO) else str(path)
-    mine = Path(__file__).read_bytes()  # the fields cached
-    key = hashlib.sha256(path.read_bytes() + _source_hash(True).encode() + mine).hexdigest()[:20]
+    mine = inspect.getsource(load_log).encode()  # the fields cached
+    key = hashlib.sha256(path.read_bytes() + _feature_source_hash().encode() + mine).hexdigest()[:20]
     file = cache / f"features-{key}.json"
     if file.is_file():
         doc = json.loads(file.read_text(encoding="utf-8"))
@@ -195,7 +216,7 @@ def load_log(path: Path, cache: Path) -> Log:
                 if r.min_ms is not None and r.iqr_ms is not None
                 else 0.0
             )
-            trials.append([r.trial, r.round, r.status, r.median_ms, r.predicted_ms, x, spread])
+            trials.append([r.trial, r.round, r.status, r.median_ms, r.predicted_ms, x, spread, r.min_ms])
         doc = {"key": setup.key, "trials": trials, "skipped": skipped}
         file.write_text(json.dumps(doc), encoding="utf-8")
     trials = tuple(Trial(*t) for t in doc["trials"])
@@ -216,15 +237,43 @@ def find_logs(patterns: Sequence[str]) -> list[Path]:
 # ---------------------------------------------------------------- the models
 
 ModelFactory = Callable[[int], CostModel]
+Labels = Callable[[Sequence[Trial]], tuple[np.ndarray, np.ndarray | None]]
+"""What a model is fitted on, from one log's timed trials: the latencies (ms) and each one's weight
+(None: 1 each). Whatever is fitted, the predictions are scored against the measured medians."""
+
+
+def median_labels(trials: Sequence[Trial]) -> tuple[np.ndarray, np.ndarray | None]:
+    """The measured medians, each trial counting once (what the tuner fits)."""
+    return np.asarray([t.median_ms for t in trials], dtype=float), None
+
+
+def noise_weighted(trials: Sequence[Trial]) -> tuple[np.ndarray, np.ndarray | None]:
+    """The medians; a trial whose timing is noisy (:data:`NOISY`) counts ``NOISY / noise``."""
+    weights = [1.0 if t.noise <= NOISY else NOISY / t.noise for t in trials]
+    return median_labels(trials)[0], np.asarray(weights, dtype=float)
+
+
+def min_labels(trials: Sequence[Trial]) -> tuple[np.ndarray, np.ndarray | None]:
+    """The fastest timed run of each trial (its median when the log has no minimum)."""
+    return np.asarray([t.min_ms or t.median_ms for t in trials], dtype=float), None
+
+
+def cutoff_censored(trials: Sequence[Trial]) -> tuple[np.ndarray, np.ndarray | None]:
+    """The medians, a ``cutoff`` trial's raised at least to the slowest ok trial among them
+    (its median is of its first runs only: it was stopped because it was clearly slow)."""
+    slowest = max((t.median_ms for t in trials if t.status == "ok"), default=0.0)
+    y = [t.median_ms if t.status == "ok" else max(t.median_ms, slowest) for t in trials]
+    return np.asarray(y, dtype=float), None
 
 
 @dataclass(frozen=True)
 class Variant:
-    """A model and the features it sees."""
+    """A model, the features it sees and what it is fitted on."""
 
     make: ModelFactory
     names: tuple[str, ...]
     about: str
+    labels: Labels = median_labels
 
 
 BEFORE_SETTINGS = Settings(
@@ -236,9 +285,19 @@ PAIRWISE = Settings(objective="rank:pairwise", max_depth=4, prior=None)
 """Pairwise ranking, 100 trees of depth 4, a line from scores to log latency."""
 
 
-def _variant(settings: Settings, names: Sequence[str], about: str) -> Variant:
+def _variant(settings: Settings, names: Sequence[str], about: str, labels: Labels = median_labels) -> Variant:
     make = lambda seed: XGBoostModel(seed=seed, settings=settings, features=names)  # noqa: E731
-    return Variant(make, tuple(names), about)
+    return Variant(make, tuple(names), about, labels)
+
+
+def _tuned(about: str, labels: Labels = median_labels, **changes: Any) -> Variant:
+    """The current model with some of its settings changed."""
+    return _variant(replace(XGBoostModel.SETTINGS, **changes), FEATURE_NAMES, about, labels)
+
+
+def min_noise_weighted(trials: Sequence[Trial]) -> tuple[np.ndarray, np.ndarray | None]:
+    """The fastest timed runs (:func:`min_labels`), weighted as :func:`noise_weighted`."""
+    return min_labels(trials)[0], noise_weighted(trials)[1]
 
 
 VARIANTS: dict[str, Variant] = {
@@ -261,6 +320,41 @@ VARIANTS: dict[str, Variant] = {
         replace(XGBoostModel.SETTINGS, labels="rank"), FEATURE_NAMES,
         "the current model fitted on each workload's ranks laid on a normal curve (`Settings.labels`)",
     ),
+    "noise_weight": _variant(
+        XGBoostModel.SETTINGS, FEATURE_NAMES,
+        f"the current model, a trial timed noisily (spread above {NOISY:.0%}) weighing NOISY / spread",
+        noise_weighted,
+    ),
+    "min_label": _variant(
+        XGBoostModel.SETTINGS, FEATURE_NAMES, "the current model fitted on each trial's fastest timed run",
+        min_labels,
+    ),
+    "cutoff_censored": _variant(
+        XGBoostModel.SETTINGS, FEATURE_NAMES,
+        "the current model, a cutoff trial's latency raised at least to the slowest ok trial's",
+        cutoff_censored,
+    ),
+    "depth3": _tuned("the current model with trees of depth 3", max_depth=3),
+    "slow_eta": _tuned("the current model with 300 trees at eta 0.03", rounds=300, eta=0.03),
+    "min_child4": _tuned("the current model with min_child_weight 4", min_child_weight=4.0),
+    "tree_trials10": _tuned("the current model, trees counting n / (n + 10)", tree_trials=10.0),
+    "tree_trials60": _tuned("the current model, trees counting n / (n + 60)", tree_trials=60.0),
+    "prior_weight4": _tuned("the current model, the line's slope with a prior of 4 trials", prior_weight=4.0),
+    "prior_weight64": _tuned("the current model, the line's slope with a prior of 64 trials", prior_weight=64.0),
+    "prior_weight8": _tuned("the current model, the line's slope with a prior of 8 trials", prior_weight=8.0),
+    "prior_weight2": _tuned("the current model, the line's slope with a prior of 2 trials", prior_weight=2.0),
+    "tree_trials20": _tuned("the current model, trees counting n / (n + 20)", tree_trials=20.0),
+    "huber_half": _tuned("the current model, pseudo-Huber slope 0.5", huber=0.5),
+    "huber_off": _tuned("the current model, squared error and a mean intercept", huber=0.0),
+    "min_noise_weight": _variant(
+        XGBoostModel.SETTINGS, FEATURE_NAMES,
+        "the current model fitted on each trial's fastest timed run, noisy trials weighing less",
+        min_noise_weighted,
+    ),
+    "min_prior_weight4": _tuned(
+        "the current model fitted on each trial's fastest timed run, the line's slope with a prior of 4 trials",
+        min_labels, prior_weight=4.0,
+    ),
     "after": _variant(XGBoostModel.SETTINGS, FEATURE_NAMES, "the current model (`XGBoostModel.SETTINGS`)"),
 }  # fmt: skip
 
@@ -282,7 +376,8 @@ def prequential(log: Log, variant: Variant, seed: int = 0) -> dict[str, float] |
         seen = [t for t in log.trials if t.round < r]
         new = [t for t in log.ok if t.round == r]
         model = variant.make(seed)
-        model.fit(_matrix(seen, variant.names), np.asarray([t.median_ms for t in seen], dtype=float))
+        y, weights = variant.labels(seen)
+        model.fit(_matrix(seen, variant.names), y, weights=weights)
         if model.ready and model.predicts_ms:
             predicted = model.predict(_matrix(new, variant.names))
         else:
@@ -310,10 +405,16 @@ def leave_one_out(logs: Sequence[Log], index: int, variant: Variant, seed: int =
     if not others or len(target.ok) < 3:
         return float("nan")
     X = np.concatenate([_matrix(log.trials, variant.names) for log in others])
-    y = np.concatenate([[t.median_ms for t in log.trials] for log in others])
+    labels = [variant.labels(log.trials) for log in others]
+    y = np.concatenate([y for y, _ in labels])
+    weights = (
+        None
+        if all(w is None for _, w in labels)
+        else np.concatenate([np.ones(len(y)) if w is None else w for y, w in labels])
+    )
     groups = np.concatenate([np.full(len(log.trials), i) for i, log in enumerate(others)])
     model = variant.make(seed)
-    model.fit(X, y, groups)
+    model.fit(X, y, groups, weights=weights)
     return spearman(model.predict(_matrix(target.ok, variant.names)), [t.median_ms for t in target.ok])
 
 
@@ -403,6 +504,36 @@ def before_after(rows: Sequence[dict[str, Any]], before: str = "before", after: 
     return lines
 
 
+def summary(rows: Sequence[dict[str, Any]], variants: Sequence[str], base: str = "after") -> list[str]:
+    """Per variant: the medians and means over the logs, the logs at or above 0.6, and on how many
+    logs its prequential Spearman is above or below ``base``'s (a median can move with the few
+    logs near it; these counts say whether most logs moved)."""
+    lines = [
+        f"| variant | prequential: median | mean | at or above 0.6 | logs above / below {base} "
+        "| leave one out: median | mean | at or above 0.6 |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for v in variants:
+        pq = [_q(r[v]["prequential"]) for r in rows]
+        loo = [r[v]["leave_one_out"] for r in rows]
+        pairs = [(a, _q(r[base]["prequential"])) for a, r in zip(pq, rows) if base in r]
+        pairs = [(a, b) for a, b in pairs if a is not None and b is not None]
+        above, below = sum(a > b + 1e-9 for a, b in pairs), sum(a < b - 1e-9 for a, b in pairs)
+        cells = [_f(_median(pq)), _f(_mean(pq)), _count(pq), f"{above} / {below}" if base in rows[0] else "-",
+                 _f(_median(loo)), _f(_mean(loo)), _count(loo)]  # fmt: skip
+        lines.append(f"| `{v}` | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _count(values: Sequence[float | None]) -> str:
+    return f"{sum(1 for v in values if v is not None and v >= 0.6)} of {len(values)}"
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    kept = [v for v in values if v is not None and not math.isnan(v)]
+    return float(np.mean(kept)) if kept else None
+
+
 def _median(values: Sequence[float | None]) -> float | None:
     kept = [v for v in values if v is not None and not math.isnan(v)]
     return float(np.median(kept)) if kept else None
@@ -450,6 +581,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "trials*: the estimate alone over the others.", "",
         *(f"- `{name}`: {VARIANTS[name].about} ({len(VARIANTS[name].names)} features)" for name in args.variants),
         "", *([*before_after(rows), ""] if {"before", "after"} <= set(args.variants) else []),
+        "Each variant over the logs:", "", *(summary(rows, args.variants) if rows else []), "",
         "Every variant:", "", *table(rows, args.variants), "",
     ]  # fmt: skip
     payload = {"command": command, "date": date, "machine": host, "variants": args.variants, "logs": rows}

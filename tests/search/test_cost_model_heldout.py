@@ -35,9 +35,16 @@ class Echo(CostModel):
     min_samples = 1
     fits: ClassVar[list[int]] = []
 
-    def fit(self, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None = None) -> None:
+    labels: ClassVar[list[list[float]]] = []
+    weights: ClassVar[list[list[float] | None]] = []
+
+    def fit(
+        self, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None = None, weights: np.ndarray | None = None
+    ) -> None:
         self.n = len(y)
         Echo.fits.append(len(y))
+        Echo.labels.append(list(y))
+        Echo.weights.append(None if weights is None else list(weights))
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         return X[:, 0].astype(float) if self.ready else np.full(len(X), np.nan)
@@ -51,12 +58,13 @@ class Echo(CostModel):
         return True
 
 
-def log(heldout: Any, key: str, rounds: list[list[tuple[str, float, float]]]) -> Any:
-    """A log of ``(status, feature x, median ms)`` trials per round."""
+def log(heldout: Any, key: str, rounds: list[list[tuple[str, float, float]]], noise: float = 0.0) -> Any:
+    """A log of ``(status, feature x, median ms)`` trials per round (each timed with ``noise``, its
+    fastest run at half its median)."""
     trials, n = [], 0
     for r, trials_of_round in enumerate(rounds):
         for status, x, ms in trials_of_round:
-            trials.append(heldout.Trial(n, r, status, ms, None, {"x": x}))
+            trials.append(heldout.Trial(n, r, status, ms, None, {"x": x}, noise, ms / 2))
             n += 1
     return heldout.Log(key, key, tuple(trials), 0)
 
@@ -129,3 +137,40 @@ def test_before_is_the_model_and_features_of_its_commit(heldout: Any) -> None:
     body = ir.For(i, ir.const(0), ir.const(64), "serial", ir.BufferStore(o, a[i] * 2.0, (i,)))
     values = features_then(ir.Func("f", (a, o), body), empty_plan((Pool("sram", 1 << 20),)))
     assert tuple(values) == heldout.BEFORE_NAMES
+
+
+def test_what_a_variant_fits_on_and_what_is_scored(heldout: Any) -> None:
+    rounds = [
+        [("ok", 1.0, 2.0), ("cutoff", 9.0, 3.0), ("ok", 2.0, 4.0)],
+        [("ok", 1.0, 1.0), ("ok", 3.0, 5.0), ("ok", 2.0, 3.0)],
+    ]
+    a = log(heldout, "a", rounds, noise=0.6)
+    assert heldout.cutoff_censored(a.trials)[0].tolist() == [2.0, 5.0, 4.0, 1.0, 5.0, 3.0]  # 3 -> the slowest ok
+    assert heldout.min_labels(a.trials)[0].tolist() == [1.0, 1.5, 2.0, 0.5, 2.5, 1.5]
+    y, w = heldout.noise_weighted(a.trials)
+    assert y.tolist() == [2.0, 3.0, 4.0, 1.0, 5.0, 3.0] and w.tolist() == [0.5] * 6  # NOISY 0.3 / 0.6
+    variant = heldout.Variant(lambda seed: Echo(seed), ("x",), "echo", heldout.min_noise_weighted)
+    Echo.fits, Echo.labels, Echo.weights = [], [], []
+    quality = heldout.prequential(a, variant)
+    assert Echo.labels[1] == [1.0, 1.5, 2.0] and Echo.weights[1] == [0.5] * 3
+    assert quality["trials"] == 3.0 and quality["spearman"] == pytest.approx(1.0)  # scored on the medians
+    b = log(heldout, "b", [[("ok", 1.0, 1.0), ("ok", 2.0, 2.0), ("ok", 3.0, 8.0)]])
+    Echo.fits, Echo.labels, Echo.weights = [], [], []
+    heldout.leave_one_out([b, a], 0, variant)
+    assert Echo.labels == [[1.0, 1.5, 2.0, 0.5, 2.5, 1.5]] and Echo.weights == [[0.5] * 6]
+
+
+def test_the_summary_counts_the_logs_each_variant_moves(heldout: Any) -> None:
+    def variant(spearman: float | None, loo: float) -> dict[str, Any]:
+        return {"prequential": None if spearman is None else {"spearman": spearman}, "leave_one_out": loo}
+
+    rows = [
+        {"log": "a", "x": variant(0.7, 0.1), "after": variant(0.5, 0.3)},
+        {"log": "b", "x": variant(0.2, 0.8), "after": variant(0.6, 0.6)},
+        {"log": "c", "x": variant(None, math.nan), "after": variant(0.4, 0.2)},
+    ]
+    lines = heldout.summary(rows, ["x", "after"])
+    assert lines[2:] == [
+        "| `x` | 0.45 | 0.45 | 1 of 3 | 1 / 1 | 0.45 | 0.45 | 1 of 3 |",
+        "| `after` | 0.50 | 0.50 | 1 of 3 | 0 / 0 | 0.30 | 0.37 | 1 of 3 |",
+    ]

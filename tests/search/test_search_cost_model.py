@@ -102,6 +102,16 @@ def test_bad_training_data_is_rejected(model: CostModel, X: np.ndarray, y: np.nd
         model.fit(X, y)
 
 
+@pytest.mark.parametrize(
+    "weights",
+    [np.ones(3), np.array([1.0, 0.0, 1.0, 1.0]), np.array([1.0, np.nan, 1.0, 1.0])],  # 3 for 4 rows; 0; NaN
+)
+def test_bad_weights_are_rejected(model: CostModel, weights: np.ndarray) -> None:
+    X, y = data(4)
+    with pytest.raises(ValueError, match="cost model: expected 4 finite weights > 0"):
+        model.fit(X, y, weights=weights)
+
+
 # ---------------------------------------------------------------- registry, models
 
 
@@ -147,3 +157,39 @@ def test_choose_is_random_without_predictions_and_takes_all_when_few() -> None:
     assert len(set(a)) == 3 and a == choose(nan, 3, 0.25, np.random.default_rng(1))
     assert choose(nan, 12, 0.25, np.random.default_rng(1)) == list(range(10))
     assert choose(np.arange(5.0), 0, 0.25, np.random.default_rng(1)) == []
+
+
+# ---------------------------------------------------------------- xgboost: weights
+
+
+def test_xgboost_weights_of_one_are_no_weights() -> None:
+    X, y = data(40)
+    plain, weighted = make_cost_model("xgboost"), make_cost_model("xgboost")
+    plain.fit(X, y)
+    weighted.fit(X, y, weights=np.ones(len(y)))
+    np.testing.assert_allclose(weighted.predict(X), plain.predict(X))
+
+
+def test_xgboost_a_row_that_weighs_less_pulls_less() -> None:
+    from autotune.search.cost_model import Settings, XGBoostModel
+
+    X, y = data(40)
+    y = y.copy()
+    y[0] *= 50.0  # a trial timed far too slow
+    settings = Settings(prior=None, huber=0.0)
+    full, light = XGBoostModel(settings=settings), XGBoostModel(settings=settings)
+    full.fit(X, y)
+    weights = np.ones(len(y))
+    weights[0] = 0.01
+    light.fit(X, y, weights=weights)
+    clean = data(40)[1]
+    assert abs(np.log(light.predict(X[:1])[0] / clean[0])) < abs(np.log(full.predict(X[:1])[0] / clean[0]))
+
+
+def test_xgboost_pairwise_takes_no_weights() -> None:
+    from autotune.search.cost_model import Settings, XGBoostModel
+
+    X, y = data(10)
+    model = XGBoostModel(settings=Settings(objective="rank:pairwise", prior=None))
+    with pytest.raises(ValueError, match="cost model: rank:pairwise is fitted without weights"):
+        model.fit(X, y, weights=np.ones(10))
