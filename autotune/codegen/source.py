@@ -307,10 +307,9 @@ def generate_source(func: ir.Func, name: str | None = None) -> KernelSource:
     When that body is written as a function of its own (:meth:`_Generator._outline_body`, its
     arrays ``noalias`` on the same condition), the kernel only declares its storage and calls it,
     and is a plain function (``parallel=False``, ``range(1)``): a one-iteration parallel loop still
-    goes through numba's thread pool, about a microsecond per call, and while other processes keep
-    the cores busy it waits for a worker thread (a 1 µs kernel ran 16 ms a call beside two spinning
-    processes on the 2-core host, the plain call 0.2 µs; a two-iteration parallel loop kept its 1.4
-    µs).
+    goes through numba's thread pool at every call, which costs a microsecond or two and exposes a
+    serial kernel to another process's use of the other core (``experiments/serial_dispatch.py``,
+    ``results/serial_dispatch.md``).
     """
     kernel = py_ident(name or func.name)
     vectorizer = str(ir.ann_get(func.attrs, ir.VECTORIZER_ATTR, "loop"))

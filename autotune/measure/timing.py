@@ -253,9 +253,8 @@ def noise(median: float, low: float, iqr: float) -> float:
 CONTENDED = 0.2
 """A timing is *contended* when the kernel's threads spent more than this share of its wall time
 runnable but waiting for a CPU (:func:`contention`): another process had the cores it needed. A
-kernel with a parallel loop needs every core; on the shared 2-core host one timed 5 ms alone and
-16-24 ms, in every one of five rounds, while two other processes kept both cores busy, with runs so
-alike that their spread did not show it."""
+kernel with a parallel loop needs every core, and one that waits for a time slice at every call
+gives runs slow and alike, which their spread does not show."""
 
 
 def run_delay_ns() -> int | None:
