@@ -3,29 +3,20 @@ is fitted on, which it predicts, and the figures report.md's function makes of t
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 import pytest
+from experiment_scripts import load_experiment
 
 from autotune.search.cost_model import CostModel
 from autotune.search.rank_scores import spearman
 
-SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "cost_model_heldout.py"
-
 
 @pytest.fixture(scope="module")
 def heldout() -> Any:
-    spec = importlib.util.spec_from_file_location("cost_model_heldout", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_experiment("cost_model_heldout")
 
 
 class Echo(CostModel):

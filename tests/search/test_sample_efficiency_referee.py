@@ -3,26 +3,17 @@ five fastest and when, and the trials a run needs by the re-timed medians."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
+from experiment_scripts import load_experiment
 
 from autotune.search.records import TrialRecord
-
-SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "sample_efficiency.py"
 
 
 @pytest.fixture(scope="module")
 def se() -> Any:
-    spec = importlib.util.spec_from_file_location("sample_efficiency", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_experiment("sample_efficiency")
 
 
 def record(trial: int, status: str, ms: float | None = None) -> TrialRecord:
