@@ -21,7 +21,7 @@ from ..memory import MemoryPlan
 from ..workloads.arrays import aligned_full
 from .check import compare
 from .result import MeasureResult
-from .timing import ENOUGH_S, check_optional_positive, cpu_lock, time_candidate, timing_section
+from .timing import ENOUGH_S, MIN_SAMPLE_S, check_optional_positive, cpu_lock, time_candidate, timing_section
 
 __all__ = ["Reference", "empty_outputs", "measure", "reference_outputs"]
 
@@ -73,6 +73,7 @@ def measure(
     retime_noise: float | None = None,
     time_budget_s: float | None = None,
     enough_s: float | None = ENOUGH_S,
+    min_sample_s: float | None = MIN_SAMPLE_S,
 ) -> MeasureResult:
     """Build ``func_lowered``, run it once on ``inputs``, compare with the reference, time it.
 
@@ -89,7 +90,9 @@ def measure(
     carries its ``contended`` share; with ``time_budget_s``
     (the seconds the warm-up and timed runs may take) only when both timings fit in it.
     Timed runs that add up to ``enough_s`` end the warm-up and the timing early
-    (:data:`~autotune.measure.timing.ENOUGH_S`; None: exactly ``warmup`` and ``repeats``).
+    (:data:`~autotune.measure.timing.ENOUGH_S`; None: exactly ``warmup`` and ``repeats``), and a
+    kernel quicker than ``min_sample_s`` is timed in batches of calls that last about that long
+    (:data:`~autotune.measure.timing.MIN_SAMPLE_S`; None: one call per timed run).
     ``lock_timing`` takes the machine's locks (:mod:`autotune.measure.timing`):
     the cpu lock shared while building, compiling, running once and checking;
     then, for the warm-up and timed runs only, the timing lock and, when the
@@ -106,7 +109,9 @@ def measure(
     run = _runner(prepared.kernel, prepared.args)
     threads = _threads() if prepared.kernel.parallel else 1
     with timing_section(prepared.kernel.parallel, lock_timing):
-        timing = time_candidate(run, warmup, repeats, cutoff_ms, retime_noise, time_budget_s, threads, enough_s)
+        timing = time_candidate(
+            run, warmup, repeats, cutoff_ms, retime_noise, time_budget_s, threads, enough_s, min_sample_s
+        )
     figures = (prepared.max_abs_err, timing.median_ms, timing.min_ms, timing.iqr_ms, timing.runs)
     if timing.stopped:
         runs = f"{timing.runs} timed runs" if timing.runs > 1 else "timed run"

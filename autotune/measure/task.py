@@ -38,7 +38,7 @@ from ..schedule import Schedule
 from ..workloads import Chain, Workload, get, intermediate_bytes
 from .result import MeasureResult
 from .run import measure, reference_outputs
-from .timing import check_optional_positive
+from .timing import MIN_SAMPLE_S, check_optional_positive
 
 __all__ = [
     "RETIME_NOISE", "MeasureTask", "check_reference", "load_workload", "load_workload_file", "remeasure_tasks", "run_task",
@@ -80,6 +80,9 @@ class MeasureTask:
     (:func:`~autotune.measure.timing.noise`) exceeds it is timed a second time at once, if both
     timings fit in ``timeout``, and the result is marked ``retimed`` (None: never re-timed). The
     default, 0.5, is the threshold above which the report calls a trial noisy.
+
+    ``min_sample_s``: a kernel quicker than this is timed in batches of calls lasting about this
+    long (:data:`~autotune.measure.timing.MIN_SAMPLE_S`; None: one call per timed run).
     """
 
     workload: str
@@ -96,6 +99,7 @@ class MeasureTask:
     lock_timing: bool = True
     cutoff_ms: float | None = None
     retime_noise: float | None = RETIME_NOISE
+    min_sample_s: float | None = MIN_SAMPLE_S
 
     def __post_init__(self) -> None:
         if not isinstance(self.trace, str):
@@ -120,6 +124,7 @@ class MeasureTask:
             )
         check_optional_positive("MeasureTask", "cutoff_ms", self.cutoff_ms)
         check_optional_positive("MeasureTask", "retime_noise", self.retime_noise)
+        check_optional_positive("MeasureTask", "min_sample_s", self.min_sample_s)
 
     @property
     def parallel(self) -> bool:
@@ -334,6 +339,7 @@ def _measure_lowered(task: MeasureTask, prepared: _Prepared, lowered: Lowered) -
         lock_timing=task.lock_timing,
         cutoff_ms=task.cutoff_ms,
         retime_noise=task.retime_noise,
+        min_sample_s=task.min_sample_s,
         time_budget_s=task.timeout,
     )
 

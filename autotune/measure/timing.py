@@ -68,6 +68,8 @@ __all__ = [
     "CUTOFF_RUNS",
     "ENOUGH_S",
     "LockMode",
+    "MAX_BATCH",
+    "MIN_SAMPLE_S",
     "Timing",
     "check_optional_positive",
     "contention",
@@ -200,17 +202,30 @@ seconds a run (an unscheduled chain: the default schedule that a run's end re-ti
 round beside its best) is then timed in three runs, not ``repeats``, and warmed up once."""
 
 
+MIN_SAMPLE_S = 0.01
+"""A timed run of a kernel quicker than this is a batch of back-to-back calls that lasts about this
+long (the number of calls from the last warm-up call's time), and its time per call is the run's
+sample, as TVM's ``min_repeat_ms`` makes a repeat. Timed one call a run, a kernel of 0.1-1 ms gave
+medians that moved by a median 4-15% from one re-measured round to the next, and 2-4% in batches of
+10 ms (``experiments/sample_batch.py``, ``results/sample_batch_*.md``)."""
+MAX_BATCH = 10_000
+"""At most this many calls make one timed run."""
+
+
 def time_runs(
     fn: Callable[[], object],
     warmup: int = 2,
     repeats: int = 10,
     cutoff_ms: float | None = None,
     enough_s: float | None = ENOUGH_S,
+    min_sample_s: float | None = MIN_SAMPLE_S,
 ) -> tuple[np.ndarray, bool]:
     """Run ``fn`` ``warmup`` times untimed, then up to ``repeats`` times timed.
 
-    Returns the timed runs in milliseconds (each timed by itself with ``time.perf_counter_ns``) and
-    whether the cutoff stopped them: with ``cutoff_ms``, when the fastest of the first
+    Returns the timed runs in milliseconds per call and whether the cutoff stopped them. A timed
+    run is one call timed by itself with ``time.perf_counter_ns``, or, when the last warm-up call
+    took less than ``min_sample_s`` (:data:`MIN_SAMPLE_S`; None: never), a batch of calls that
+    lasts about that long, timed together. With ``cutoff_ms``, when the fastest of the first
     :data:`CUTOFF_RUNS` timed runs (all of them, if ``repeats`` is smaller) is longer than it, the
     timing ends there (those samples, ``True``). Runs that add up to ``enough_s`` end the warm-up
     and the timing early (:data:`ENOUGH_S`; None: never). It takes no lock.
@@ -218,22 +233,29 @@ def time_runs(
     _check_counts("time_runs", warmup, repeats)
     check_optional_positive("time_runs", "cutoff_ms", cutoff_ms)
     check_optional_positive("time_runs", "enough_s", enough_s)
+    check_optional_positive("time_runs", "min_sample_s", min_sample_s)
     enough_ns = math.inf if enough_s is None else enough_s * 1e9
     clock = time.perf_counter_ns
+    last: int | None = None
     for _ in range(warmup):
         start = clock()
         fn()
-        if clock() - start >= enough_ns / 3:
+        last = clock() - start
+        if last >= enough_ns / 3:
             break
+    batch = 1
+    if last is not None and min_sample_s is not None:
+        batch = max(1, min(MAX_BATCH, math.ceil(min_sample_s * 1e9 / max(last, 1))))
     samples = np.empty(repeats, dtype=np.float64)
     for k in range(repeats):
         start = clock()
-        fn()
-        samples[k] = clock() - start
+        for _ in range(batch):
+            fn()
+        samples[k] = (clock() - start) / batch
         judged = k + 1 == min(CUTOFF_RUNS, repeats)
         if judged and cutoff_ms is not None and samples[: k + 1].min() / 1e6 > cutoff_ms:
             return samples[: k + 1] / 1e6, True
-        if k + 1 >= CUTOFF_RUNS and samples[: k + 1].sum() >= enough_ns:
+        if k + 1 >= CUTOFF_RUNS and samples[: k + 1].sum() * batch >= enough_ns:
             return samples[: k + 1] / 1e6, False
     return samples / 1e6, False
 
@@ -300,11 +322,17 @@ class Timing(NamedTuple):
 
 
 def _timed(
-    fn: Callable[[], object], warmup: int, repeats: int, cutoff_ms: float | None, threads: int, enough_s: float | None
+    fn: Callable[[], object],
+    warmup: int,
+    repeats: int,
+    cutoff_ms: float | None,
+    threads: int,
+    enough_s: float | None,
+    min_sample_s: float | None,
 ) -> tuple[np.ndarray, bool, float, float | None]:
     """:func:`time_runs` with its wall seconds (warm-up included) and :func:`contention`."""
     before, start = run_delay_ns(), time.perf_counter()
-    samples, stopped = time_runs(fn, warmup, repeats, cutoff_ms, enough_s)
+    samples, stopped = time_runs(fn, warmup, repeats, cutoff_ms, enough_s, min_sample_s)
     took, after = time.perf_counter() - start, run_delay_ns()
     waited = None if before is None or after is None else after - before
     return samples, stopped, took, contention(waited, took, threads)
@@ -319,6 +347,7 @@ def time_candidate(
     budget_s: float | None = None,
     threads: int = 1,
     enough_s: float | None = ENOUGH_S,
+    min_sample_s: float | None = MIN_SAMPLE_S,
 ) -> Timing:
     """Time ``fn`` as :func:`time_runs` does (``cutoff_ms`` may stop it after its first timed runs),
     and measure its :func:`contention` (``threads``: the threads ``fn`` runs on); then, with
@@ -326,17 +355,17 @@ def time_candidate(
     :data:`CONTENDED`), is timed once more (warm-up and repeats, no cutoff) and the better of the
     two is kept (``retimed``): the one not contended, else the less noisy. With ``budget_s``, the
     seconds all the runs may take, it is re-timed only if the first timing (warm-up included) took
-    at most half of that. ``enough_s`` as in :func:`time_runs`. It takes no lock."""
+    at most half of that. ``enough_s`` and ``min_sample_s`` as in :func:`time_runs`. It takes no lock."""
     check_optional_positive("time_candidate", "retime_noise", retime_noise)
     check_optional_positive("time_candidate", "budget_s", budget_s)
-    samples, stopped, took, contended = _timed(fn, warmup, repeats, cutoff_ms, threads, enough_s)
+    samples, stopped, took, contended = _timed(fn, warmup, repeats, cutoff_ms, threads, enough_s, min_sample_s)
     figures = summarise(samples)
     fits = budget_s is None or 2 * took <= budget_s
     steady = noise(*figures) <= retime_noise if retime_noise is not None else True
     alone = contended is None or contended <= CONTENDED
     if stopped or retime_noise is None or (steady and alone) or not fits:
         return Timing(*figures, len(samples), stopped, contended=contended)
-    again, _, _, contended_again = _timed(fn, warmup, repeats, None, threads, enough_s)
+    again, _, _, contended_again = _timed(fn, warmup, repeats, None, threads, enough_s, min_sample_s)
     first, second = (figures, contended, len(samples)), (summarise(again), contended_again, len(again))
     kept = min(first, second, key=lambda t: (t[1] is not None and t[1] > CONTENDED, noise(*t[0])))
     return Timing(*kept[0], kept[2], retimed=True, contended=kept[1])
@@ -350,5 +379,5 @@ def time_kernel(fn: Callable[[], object], warmup: int = 2, repeats: int = 10) ->
     takes no lock: callers that share a machine wrap it in :func:`timing_section`.
     """
     _check_counts("time_kernel", warmup, repeats)
-    samples, _ = time_runs(fn, warmup, repeats)
+    samples, _ = time_runs(fn, warmup, repeats, enough_s=None, min_sample_s=None)
     return summarise(samples)

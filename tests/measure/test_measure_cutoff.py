@@ -17,7 +17,7 @@ from measure_funcs import N, axpy, axpy_reference
 from autotune.errors import MeasureError
 from autotune.measure import measure
 from autotune.measure.task import MeasureTask
-from autotune.measure.timing import CUTOFF_RUNS, noise, time_candidate, time_runs
+from autotune.measure.timing import CUTOFF_RUNS, MAX_BATCH, noise, time_candidate, time_runs
 
 SLOW_S = 0.02  # a run that sleeps this long takes at least 20 ms
 
@@ -46,7 +46,7 @@ def test_first_timed_runs_all_over_the_cutoff_end_the_timing() -> None:
 def test_one_slow_first_run_does_not_stop_the_timing() -> None:
     """A first run slowed by the scheduler: the fastest of the judged runs is under the cutoff."""
     fn = Runs(lambda k: SLOW_S if k == 1 else 0)  # the warm-up, then a slow first timed run
-    samples, stopped = time_runs(fn, warmup=1, repeats=6, cutoff_ms=SLOW_S * 1000 / 2)
+    samples, stopped = time_runs(fn, warmup=1, repeats=6, cutoff_ms=SLOW_S * 1000 / 2, min_sample_s=None)
     assert not stopped and len(samples) == 6 and samples[0] >= SLOW_S * 1000
 
 
@@ -58,7 +58,7 @@ def test_fewer_repeats_than_judged_runs_are_judged_all() -> None:
 
 def test_under_the_cutoff_every_repeat_runs() -> None:
     fn = Runs(lambda k: 0)
-    samples, stopped = time_runs(fn, warmup=1, repeats=6, cutoff_ms=1e9)
+    samples, stopped = time_runs(fn, warmup=1, repeats=6, cutoff_ms=1e9, min_sample_s=None)
     assert not stopped and len(samples) == 6 and fn.calls == 7
     samples, stopped = time_runs(Runs(lambda k: SLOW_S), warmup=0, repeats=2)  # no cutoff
     assert not stopped and len(samples) == 2
@@ -70,6 +70,21 @@ def test_only_the_first_timed_runs_are_compared_with_the_cutoff() -> None:
     fn = Runs(lambda k: SLOW_S if k in slow else 0)
     samples, stopped = time_runs(fn, warmup=1, repeats=CUTOFF_RUNS + 3, cutoff_ms=SLOW_S * 1000 / 2)
     assert not stopped and len(samples) == CUTOFF_RUNS + 3 and samples[CUTOFF_RUNS] >= SLOW_S * 1000
+
+
+def test_a_quick_kernel_is_timed_in_batches_of_calls() -> None:
+    # the warm-up call takes about 1 ms: a batch of about min_sample_s / 1 ms calls per timed run
+    fn = Runs(lambda k: 0.001)
+    samples, stopped = time_runs(fn, warmup=1, repeats=3, min_sample_s=0.004)
+    batch = (fn.calls - 1) // 3
+    assert not stopped and len(samples) == 3 and fn.calls == 1 + 3 * batch and 1 <= batch <= 4
+    assert all(1.0 <= s < 20.0 for s in samples)  # milliseconds per call, not per batch
+    fn = Runs(lambda k: 0)  # no warm-up: nothing says how long a call takes, one call a run
+    samples, _ = time_runs(fn, warmup=0, repeats=3, min_sample_s=0.004)
+    assert len(samples) == 3 and fn.calls == 3
+    fn = Runs(lambda k: 0)  # instant calls: at most MAX_BATCH a run
+    time_runs(fn, warmup=1, repeats=2, min_sample_s=1.0)
+    assert fn.calls == 1 + 2 * MAX_BATCH
 
 
 def test_long_runs_end_the_warm_up_and_the_timing_early() -> None:
