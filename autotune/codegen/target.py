@@ -12,6 +12,12 @@ Environment:
 - ``AUTOTUNE_VECTOR_WIDTH=256`` keeps numba's default (256-bit vectors);
   any other value, or none, asks for 512 bits when the host has ``avx512f``.
 - ``NUMBA_CPU_FEATURES`` already set: left alone (the user decided).
+- ``GOMP_SPINCOUNT`` (:data:`OMP_SPINCOUNT` unless set): how long the threads of numba's OpenMP
+  pool spin after a parallel loop before they sleep. With libgomp's own count, a worker that had
+  just timed a kernel kept two threads spinning while the next worker timed its own: 20% of such
+  timings had their threads waiting for a CPU over a fifth of the time, 5% with 10,000
+  (``experiments/omp_spin.py``, ``results/omp_spin.md``). libgomp reads it when numba first starts
+  its thread pool.
 """
 
 from __future__ import annotations
@@ -19,9 +25,11 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["VECTOR_WIDTH_ENV", "configure_numba_env", "host_has_avx512", "vector_width"]
+__all__ = ["OMP_SPINCOUNT", "VECTOR_WIDTH_ENV", "configure_numba_env", "host_has_avx512", "vector_width"]
 
 VECTOR_WIDTH_ENV = "AUTOTUNE_VECTOR_WIDTH"
+OMP_SPINCOUNT = "10000"
+"""``GOMP_SPINCOUNT`` for the processes that build kernels, unless already set (see the module docstring)."""
 
 
 def _host_features() -> str:
@@ -38,11 +46,14 @@ def host_has_avx512(features: str | None = None) -> bool:
 
 def configure_numba_env() -> str | None:
     """Ask numba for 512-bit vectors if allowed and possible; return the features set, or None.
+    Sets ``GOMP_SPINCOUNT`` to :data:`OMP_SPINCOUNT` when it is not set (always, as a thread pool
+    not started yet still reads it).
 
     Does nothing (returns None) when ``NUMBA_CPU_FEATURES`` is already set, when
     ``AUTOTUNE_VECTOR_WIDTH`` is ``"256"``, when the host lacks ``avx512f``, or
     when numba is already imported (too late: it has read its configuration).
     """
+    os.environ.setdefault("GOMP_SPINCOUNT", OMP_SPINCOUNT)
     if os.environ.get("NUMBA_CPU_FEATURES") or os.environ.get(VECTOR_WIDTH_ENV) == "256":
         return None
     if "numba" in sys.modules:

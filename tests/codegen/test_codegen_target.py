@@ -1,4 +1,5 @@
-"""configure_numba_env: 512-bit vectors on AVX-512 hosts unless told otherwise."""
+"""configure_numba_env: 512-bit vectors on AVX-512 hosts unless told otherwise; OpenMP threads
+that spin briefly unless told otherwise."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def fresh(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     the features that ``configure_numba_env`` writes would outlive the test and reach every process
     the suite starts later (AVX-512 code on a host without it: SIGILL in the measurement workers).
     """
-    for var in ("NUMBA_CPU_FEATURES", target.VECTOR_WIDTH_ENV):
+    for var in ("NUMBA_CPU_FEATURES", target.VECTOR_WIDTH_ENV, "GOMP_SPINCOUNT"):
         monkeypatch.setenv(var, "")
         monkeypatch.delenv(var)
     monkeypatch.delitem(sys.modules, "numba", raising=False)
@@ -55,3 +56,15 @@ def test_leaves_env_alone(fresh: pytest.MonkeyPatch) -> None:
 def test_host_features_come_from_llvmlite() -> None:
     features = target._host_features()
     assert features.startswith(("+", "-")) and "," in features
+
+
+def test_sets_a_short_omp_spin_unless_told(fresh: pytest.MonkeyPatch) -> None:
+    import os
+
+    fresh.setattr(target, "_host_features", lambda: AVX2)
+    target.configure_numba_env()
+    assert os.environ["GOMP_SPINCOUNT"] == target.OMP_SPINCOUNT == "10000"
+    fresh.setenv("GOMP_SPINCOUNT", "500")
+    fresh.setitem(sys.modules, "numba", sys)  # set even when numba is imported: its pool reads it later
+    target.configure_numba_env()
+    assert os.environ["GOMP_SPINCOUNT"] == "500"
