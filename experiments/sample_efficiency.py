@@ -253,7 +253,9 @@ def configure(wl: str, strategy: str, seed: int, args: argparse.Namespace, model
 def finished(cfg: RunConfig, model_sha: str | None) -> bool:
     """Whether ``cfg.output`` holds a finished run of ``cfg`` (see the module docstring)."""
     out = cfg.output
-    if not (out / "best.json").is_file():
+    wall_file = out / "wall.json"
+    failed = wall_file.is_file() and "failed" in json.loads(wall_file.read_text())
+    if not (out / "best.json").is_file() and not failed:
         return False
     starts = [line["session"] for line in load_sessions(out) if "session" in line]
     wall = json.loads((out / "wall.json").read_text()) if (out / "wall.json").is_file() else {}
@@ -275,12 +277,17 @@ def run_one(cfg: RunConfig, wl: str, strategy: str, seed: int, traces: dict[str,
         if out.exists():  # unfinished, or of another config: start again
             shutil.rmtree(out)
         start = time.perf_counter()
-        result = tune(cfg, progress=False, executor="local", report=write_report)
-        wall = {
-            "search_s": result.driver.total_s if result.driver else None,
-            "total_s": time.perf_counter() - start,
-            "pretrained_sha256": model_sha,
-        }
+        try:
+            result = tune(cfg, progress=False, executor="local", report=write_report)
+        except AutotuneError as exc:  # e.g. no trial was ok: the run is recorded as such
+            wall = {"search_s": None, "total_s": time.perf_counter() - start, "pretrained_sha256": model_sha}
+            wall["failed"] = str(exc)
+        else:
+            wall = {
+                "search_s": result.driver.total_s if result.driver else None,
+                "total_s": time.perf_counter() - start,
+                "pretrained_sha256": model_sha,
+            }
         (out / "wall.json").write_text(json.dumps(wall))
     wall = json.loads((out / "wall.json").read_text()) if (out / "wall.json").is_file() else {}
     records = sorted(load(out / "trials.jsonl"), key=lambda r: r.trial)
@@ -297,10 +304,10 @@ def run_one(cfg: RunConfig, wl: str, strategy: str, seed: int, traces: dict[str,
             traces[r.key] = r.trace
     counts = Counter(r.status for r in records)
     counts["contended"] = sum(r.ok and r.contended is not None and r.contended > CONTENDED for r in records)
-    best_json = json.loads((out / "best.json").read_text())
+    best_json = json.loads((out / "best.json").read_text()) if (out / "best.json").is_file() else None
     return {
         "workload": wl, "strategy": strategy, "seed": seed, "curve": curve, "counts": dict(counts),
-        "tops": top_spans(records, TOP_K), "wall": wall, "remeasured_ms": best_json["figures"]["median_ms"],
+        "tops": top_spans(records, TOP_K), "wall": wall, "remeasured_ms": best_json["figures"]["median_ms"] if best_json else None,
         "dir": rel(out), "ran": ran,
     }  # fmt: skip
 
@@ -614,6 +621,7 @@ def markdown(summary: dict[str, Any], args: argparse.Namespace, host: str, model
         ]
         for r in s["runs"]:
             final = next((v for v in reversed(r["curve"]) if v is not None), None)
+            again = r["remeasured_ms"]
             c = r["counts"]
             wall, whole = r["wall"].get("search_s"), r["wall"].get("total_s")
             ref = r.get("referee")
@@ -624,7 +632,8 @@ def markdown(summary: dict[str, Any], args: argparse.Namespace, host: str, model
             )  # fmt: skip
             lines.append(
                 f"| {r['strategy']} | {r['seed']} | {ref_to} | {ref_final} | {r['to_within'] or '-'} of {len(r['curve'])} | "
-                f"{'-' if final is None else f'{final:.4g} ms'} | {r['remeasured_ms']:.4g} ms | "
+                f"{'-' if final is None else f'{final:.4g} ms'} | "
+                f"{'-' if again is None else f'{again:.4g} ms'} | "
                 f"{c.get('ok', 0)} / {c.get('infeasible', 0)} / {c.get('invalid', 0)} / {c.get('contended', 0)} | "
                 f"{'-' if wall is None else f'{wall:.0f} s'}, {'-' if whole is None else f'{whole:.0f} s'} |"
             )
