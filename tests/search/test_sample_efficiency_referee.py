@@ -55,9 +55,13 @@ def test_refereed_counts_the_first_top_schedule_within_the_target(se: Any) -> No
     medians = {"a": None, "b": 3.1, "c": 3.4}
     judged = se.refereed(run, medians, 1.05 * 3.1)
     assert judged["to_within"] == 3
-    assert judged["final_ms"] == 3.1
+    assert judged["final_ms"] == 3.1 and se.delivered({"referee": judged}) == 3
     assert judged["curve"] == [None, None, 3.1, 3.1, 3.1]
     assert se.refereed(run, medians, 3.0)["to_within"] is None
+    # within 5% once, but pushed out of the top 5 by the end: not delivered
+    pushed = {"curve": run["curve"], "tops": [dict(run["tops"][1], leave=4), run["tops"][2]]}
+    left = se.refereed(pushed, medians, 1.05 * 3.1)
+    assert left["to_within"] == 3 and left["final_ms"] == 3.4 and se.delivered({"referee": left}) is None
 
 
 def test_verdict_counts_seeds_within_the_trials_and_the_wall(se: Any) -> None:
