@@ -11,7 +11,7 @@ _c0 = np.float32(0.0)
 
 @_nest("void(float32[::1], float32[::1], float32[::1], int64, int64)", vectorizer="slp", fastmath={"afn", "arcp", "contract", "nsz", "reassoc"})
 def matmul_i_2_0(A_flat, B_flat, matmul_flat, i_0, i_1):
-    for i_2_0 in range(4):
+    for i_2_0 in range(2):
         for j_0 in range(32):
             matmul_flat_acc_0 = _c0; matmul_flat_acc_1 = _c0; matmul_flat_acc_2 = _c0; matmul_flat_acc_3 = _c0; matmul_flat_acc_4 = _c0; matmul_flat_acc_5 = _c0; matmul_flat_acc_6 = _c0; matmul_flat_acc_7 = _c0
             matmul_flat_acc_8 = _c0; matmul_flat_acc_9 = _c0; matmul_flat_acc_10 = _c0; matmul_flat_acc_11 = _c0; matmul_flat_acc_12 = _c0; matmul_flat_acc_13 = _c0; matmul_flat_acc_14 = _c0; matmul_flat_acc_15 = _c0
@@ -302,7 +302,7 @@ def matmul_i_2_0(A_flat, B_flat, matmul_flat, i_0, i_1):
             matmul_flat_acc_254 = _c0
             matmul_flat_acc_255 = _c0
             for k in range(1024):
-                ix = i_0 * 524288 + i_1 * 32768 + i_2_0 * 8192 + k
+                ix = i_0 * 524288 + i_1 * 16384 + i_2_0 * 8192 + k
                 ld = A_flat[np.uintp(ix)]
                 ix_1 = k * 1024 + j_0 * 32
                 ld_1 = B_flat[np.uintp(ix_1)]
@@ -600,7 +600,7 @@ def matmul_i_2_0(A_flat, B_flat, matmul_flat, i_0, i_1):
                 matmul_flat_acc_253 = matmul_flat_acc_253 + ld_39 * ld_30
                 matmul_flat_acc_254 = matmul_flat_acc_254 + ld_39 * ld_31
                 matmul_flat_acc_255 = matmul_flat_acc_255 + ld_39 * ld_32
-            ix_2 = i_0 * 524288 + i_1 * 32768 + i_2_0 * 8192 + j_0 * 32
+            ix_2 = i_0 * 524288 + i_1 * 16384 + i_2_0 * 8192 + j_0 * 32
             matmul_flat[np.uintp(ix_2)] = matmul_flat_acc_0
             matmul_flat[np.uintp(ix_2 + 1)] = matmul_flat_acc_1
             matmul_flat[np.uintp(ix_2 + 2)] = matmul_flat_acc_2
@@ -861,7 +861,7 @@ def matmul_i_2_0(A_flat, B_flat, matmul_flat, i_0, i_1):
 
 @_nest("void(float32[::1], float32[::1], float32[::1], int64)", vectorizer="loop", fastmath={"afn", "arcp", "contract", "nsz", "reassoc"}, noalias=True, linked=False)
 def matmul_body(A_flat, B_flat, matmul_flat, i_0):
-    for i_1 in range(16):
+    for i_1 in range(32):
         matmul_i_2_0(A_flat, B_flat, matmul_flat, i_0, i_1)
 
 

@@ -10,8 +10,8 @@ _c0 = np.float32(0.0)
 
 
 @_nest("void(float32[::1], float32[::1], float32[::1], int64, int64)", vectorizer="slp", fastmath={"afn", "arcp", "contract", "nsz", "reassoc"})
-def matmul_i_2_0(A_flat, B_flat, matmul_flat, i_0, i_1):
-    for i_2_0 in range(4):
+def matmul_i_2_0(A_global_data, B_flat, matmul_flat, i_0, i_1):
+    for i_2_0 in range(2):
         for j_0 in range(32):
             matmul_flat_acc_0 = _c0; matmul_flat_acc_1 = _c0; matmul_flat_acc_2 = _c0; matmul_flat_acc_3 = _c0; matmul_flat_acc_4 = _c0; matmul_flat_acc_5 = _c0; matmul_flat_acc_6 = _c0; matmul_flat_acc_7 = _c0
             matmul_flat_acc_8 = _c0; matmul_flat_acc_9 = _c0; matmul_flat_acc_10 = _c0; matmul_flat_acc_11 = _c0; matmul_flat_acc_12 = _c0; matmul_flat_acc_13 = _c0; matmul_flat_acc_14 = _c0; matmul_flat_acc_15 = _c0
@@ -302,8 +302,8 @@ def matmul_i_2_0(A_flat, B_flat, matmul_flat, i_0, i_1):
             matmul_flat_acc_254 = _c0
             matmul_flat_acc_255 = _c0
             for k in range(1024):
-                ix = i_0 * 524288 + i_1 * 32768 + i_2_0 * 8192 + k
-                ld = A_flat[np.uintp(ix)]
+                ix = i_0 * 17408 + i_2_0 * 8192 + k
+                ld = A_global_data[np.uintp(ix)]
                 ix_1 = k * 1024 + j_0 * 32
                 ld_1 = B_flat[np.uintp(ix_1)]
                 matmul_flat_acc_0 = matmul_flat_acc_0 + ld * ld_1
@@ -369,7 +369,7 @@ def matmul_i_2_0(A_flat, B_flat, matmul_flat, i_0, i_1):
                 matmul_flat_acc_30 = matmul_flat_acc_30 + ld * ld_31
                 ld_32 = B_flat[np.uintp(ix_1 + 31)]
                 matmul_flat_acc_31 = matmul_flat_acc_31 + ld * ld_32
-                ld_33 = A_flat[np.uintp(ix + 1024)]
+                ld_33 = A_global_data[np.uintp(ix + 1024)]
                 matmul_flat_acc_32 = matmul_flat_acc_32 + ld_33 * ld_1
                 matmul_flat_acc_33 = matmul_flat_acc_33 + ld_33 * ld_2
                 matmul_flat_acc_34 = matmul_flat_acc_34 + ld_33 * ld_3
@@ -402,7 +402,7 @@ def matmul_i_2_0(A_flat, B_flat, matmul_flat, i_0, i_1):
                 matmul_flat_acc_61 = matmul_flat_acc_61 + ld_33 * ld_30
                 matmul_flat_acc_62 = matmul_flat_acc_62 + ld_33 * ld_31
                 matmul_flat_acc_63 = matmul_flat_acc_63 + ld_33 * ld_32
-                ld_34 = A_flat[np.uintp(ix + 2048)]
+                ld_34 = A_global_data[np.uintp(ix + 2048)]
                 matmul_flat_acc_64 = matmul_flat_acc_64 + ld_34 * ld_1
                 matmul_flat_acc_65 = matmul_flat_acc_65 + ld_34 * ld_2
                 matmul_flat_acc_66 = matmul_flat_acc_66 + ld_34 * ld_3
@@ -435,7 +435,7 @@ def matmul_i_2_0(A_flat, B_flat, matmul_flat, i_0, i_1):
                 matmul_flat_acc_93 = matmul_flat_acc_93 + ld_34 * ld_30
                 matmul_flat_acc_94 = matmul_flat_acc_94 + ld_34 * ld_31
                 matmul_flat_acc_95 = matmul_flat_acc_95 + ld_34 * ld_32
-                ld_35 = A_flat[np.uintp(ix + 3072)]
+                ld_35 = A_global_data[np.uintp(ix + 3072)]
                 matmul_flat_acc_96 = matmul_flat_acc_96 + ld_35 * ld_1
                 matmul_flat_acc_97 = matmul_flat_acc_97 + ld_35 * ld_2
                 matmul_flat_acc_98 = matmul_flat_acc_98 + ld_35 * ld_3
@@ -468,7 +468,7 @@ def matmul_i_2_0(A_flat, B_flat, matmul_flat, i_0, i_1):
                 matmul_flat_acc_125 = matmul_flat_acc_125 + ld_35 * ld_30
                 matmul_flat_acc_126 = matmul_flat_acc_126 + ld_35 * ld_31
                 matmul_flat_acc_127 = matmul_flat_acc_127 + ld_35 * ld_32
-                ld_36 = A_flat[np.uintp(ix + 4096)]
+                ld_36 = A_global_data[np.uintp(ix + 4096)]
                 matmul_flat_acc_128 = matmul_flat_acc_128 + ld_36 * ld_1
                 matmul_flat_acc_129 = matmul_flat_acc_129 + ld_36 * ld_2
                 matmul_flat_acc_130 = matmul_flat_acc_130 + ld_36 * ld_3
@@ -501,7 +501,7 @@ def matmul_i_2_0(A_flat, B_flat, matmul_flat, i_0, i_1):
                 matmul_flat_acc_157 = matmul_flat_acc_157 + ld_36 * ld_30
                 matmul_flat_acc_158 = matmul_flat_acc_158 + ld_36 * ld_31
                 matmul_flat_acc_159 = matmul_flat_acc_159 + ld_36 * ld_32
-                ld_37 = A_flat[np.uintp(ix + 5120)]
+                ld_37 = A_global_data[np.uintp(ix + 5120)]
                 matmul_flat_acc_160 = matmul_flat_acc_160 + ld_37 * ld_1
                 matmul_flat_acc_161 = matmul_flat_acc_161 + ld_37 * ld_2
                 matmul_flat_acc_162 = matmul_flat_acc_162 + ld_37 * ld_3
@@ -534,7 +534,7 @@ def matmul_i_2_0(A_flat, B_flat, matmul_flat, i_0, i_1):
                 matmul_flat_acc_189 = matmul_flat_acc_189 + ld_37 * ld_30
                 matmul_flat_acc_190 = matmul_flat_acc_190 + ld_37 * ld_31
                 matmul_flat_acc_191 = matmul_flat_acc_191 + ld_37 * ld_32
-                ld_38 = A_flat[np.uintp(ix + 6144)]
+                ld_38 = A_global_data[np.uintp(ix + 6144)]
                 matmul_flat_acc_192 = matmul_flat_acc_192 + ld_38 * ld_1
                 matmul_flat_acc_193 = matmul_flat_acc_193 + ld_38 * ld_2
                 matmul_flat_acc_194 = matmul_flat_acc_194 + ld_38 * ld_3
@@ -567,7 +567,7 @@ def matmul_i_2_0(A_flat, B_flat, matmul_flat, i_0, i_1):
                 matmul_flat_acc_221 = matmul_flat_acc_221 + ld_38 * ld_30
                 matmul_flat_acc_222 = matmul_flat_acc_222 + ld_38 * ld_31
                 matmul_flat_acc_223 = matmul_flat_acc_223 + ld_38 * ld_32
-                ld_39 = A_flat[np.uintp(ix + 7168)]
+                ld_39 = A_global_data[np.uintp(ix + 7168)]
                 matmul_flat_acc_224 = matmul_flat_acc_224 + ld_39 * ld_1
                 matmul_flat_acc_225 = matmul_flat_acc_225 + ld_39 * ld_2
                 matmul_flat_acc_226 = matmul_flat_acc_226 + ld_39 * ld_3
@@ -600,7 +600,7 @@ def matmul_i_2_0(A_flat, B_flat, matmul_flat, i_0, i_1):
                 matmul_flat_acc_253 = matmul_flat_acc_253 + ld_39 * ld_30
                 matmul_flat_acc_254 = matmul_flat_acc_254 + ld_39 * ld_31
                 matmul_flat_acc_255 = matmul_flat_acc_255 + ld_39 * ld_32
-            ix_2 = i_0 * 524288 + i_1 * 32768 + i_2_0 * 8192 + j_0 * 32
+            ix_2 = i_0 * 524288 + i_1 * 16384 + i_2_0 * 8192 + j_0 * 32
             matmul_flat[np.uintp(ix_2)] = matmul_flat_acc_0
             matmul_flat[np.uintp(ix_2 + 1)] = matmul_flat_acc_1
             matmul_flat[np.uintp(ix_2 + 2)] = matmul_flat_acc_2
@@ -859,19 +859,23 @@ def matmul_i_2_0(A_flat, B_flat, matmul_flat, i_0, i_1):
             matmul_flat[np.uintp(ix_2 + 7199)] = matmul_flat_acc_255
 
 
-@_nest("void(float32[::1], float32[::1], float32[::1], int64)", vectorizer="loop", fastmath={"afn", "arcp", "contract", "nsz", "reassoc"}, noalias=True, linked=False)
-def matmul_body(A_flat, B_flat, matmul_flat, i_0):
-    for i_1 in range(16):
-        matmul_i_2_0(A_flat, B_flat, matmul_flat, i_0, i_1)
+@_nest("void(float32[::1], float32[::1], float32[::1], float32[::1], int64)", vectorizer="loop", fastmath={"afn", "arcp", "contract", "nsz", "reassoc"}, noalias=True, linked=False)
+def matmul_body(A_global_data, A_flat, B_flat, matmul_flat, i_0):
+    for i_1 in range(32):
+        for ax0 in range(16):
+            for ax1 in range(1024):
+                A_global_data[np.uintp(i_0 * 17408 + ax0 * 1024 + ax1)] = A_flat[np.uintp(i_0 * 524288 + i_1 * 16384 + ax0 * 1024 + ax1)]
+        matmul_i_2_0(A_global_data, B_flat, matmul_flat, i_0, i_1)
 
 
 @numba.njit(cache=True, fastmath={"afn", "arcp", "contract", "nsz", "reassoc"}, nogil=True, error_model="numpy", parallel=True)
-def matmul(A, B, matmul_1):
+def matmul(A, B, matmul_1, A_global_data):
     # A: float32[1024, 1024]
     # B: float32[1024, 1024]
     # matmul_1: float32[1024, 1024]
+    # A_global_data: float32[34816] (allocation A_global in pool sram at offset 0)
     A_flat = A.reshape(-1)
     B_flat = B.reshape(-1)
     matmul_flat = matmul_1.reshape(-1)
     for i_0 in numba.prange(2):
-        matmul_body(A_flat, B_flat, matmul_flat, i_0)
+        matmul_body(A_global_data, A_flat, B_flat, matmul_flat, i_0)

@@ -11,14 +11,14 @@ _c1 = np.float32(-np.inf)
 
 @_nest("void(float32[::1], float32[::1], float32[::1], int64)", vectorizer="loop", fastmath={"afn", "arcp", "contract", "nsz", "reassoc"}, noalias=True, linked=False)
 def pool_chain_body(data_flat, pool1_data, pool2_flat, y_1_0):
-    for x_1_0 in range(16):
+    for x_1_0 in range(8):
         for y_1_1 in range(32):
             for y_0 in range((0 if y_1_1 == 0 else 1), (0 if y_1_1 == 0 else 1) + (2 - (0 if y_1_1 == 0 else 1))):
-                for x_0 in range(5):
+                for x_0 in range(6):
                     for c in range(64):
                         pool1_acc_0 = _c0
                         pool1_acc_0 = _c1
-                        ix = y_1_0 * 540672 + y_1_1 * 16896 + y_0 * 16896 + x_1_0 * 512 + x_0 * 128 + c
+                        ix = y_1_0 * 540672 + y_1_1 * 16896 + y_0 * 16896 + x_1_0 * 1024 + x_0 * 192 + c
                         ld = data_flat[np.uintp(ix)]
                         ld_1 = data_flat[np.uintp(ix + 8448)]
                         ld_2 = data_flat[np.uintp(ix + 16896)]
@@ -37,7 +37,7 @@ def pool_chain_body(data_flat, pool1_data, pool2_flat, y_1_0):
                         t_6 = max(t_3, t_5)
                         t_7 = max(t_1, t_6)
                         pool1_acc_0 = max(pool1_acc_0, t_7)
-                        ix_1 = y_1_0 * 3584 + (y_1_1 * 2 + y_0 * 2) % 4 * 640 + x_0 * 128 + c
+                        ix_1 = y_1_0 * 5632 + (y_1_1 * 2 + y_0 * 2) % 4 * 1152 + x_0 * 192 + c
                         pool1_data[np.uintp(ix_1)] = pool1_acc_0
                         pool1_acc_0_1 = _c0
                         pool1_acc_0_1 = _c1
@@ -51,90 +51,143 @@ def pool_chain_body(data_flat, pool1_data, pool2_flat, y_1_0):
                         pool1_data[np.uintp(ix_1 + 64)] = pool1_acc_0_1
                         pool1_acc_0_2 = _c0
                         pool1_acc_0_2 = _c1
-                        ld_12 = data_flat[np.uintp(ix + 25344)]
-                        t_11 = max(ld_12, t)
-                        ld_13 = data_flat[np.uintp(ix + 25408)]
-                        t_12 = max(ld_13, t_2)
-                        ld_14 = data_flat[np.uintp(ix + 25472)]
-                        t_13 = max(ld_14, t_4)
-                        t_14 = max(t_12, t_13)
-                        t_15 = max(t_11, t_14)
-                        pool1_acc_0_2 = max(pool1_acc_0_2, t_15)
-                        ix_2 = y_1_0 * 3584 + (y_1_1 * 2 + y_0 * 2 + 1) % 4 * 640 + x_0 * 128 + c
-                        pool1_data[np.uintp(ix_2)] = pool1_acc_0_2
+                        ld_12 = data_flat[np.uintp(ix + 256)]
+                        ld_13 = data_flat[np.uintp(ix + 8704)]
+                        ld_14 = data_flat[np.uintp(ix + 17152)]
+                        t_11 = max(ld_13, ld_14)
+                        t_12 = max(ld_12, t_11)
+                        t_13 = max(t_9, t_12)
+                        t_14 = max(t_5, t_13)
+                        pool1_acc_0_2 = max(pool1_acc_0_2, t_14)
+                        pool1_data[np.uintp(ix_1 + 128)] = pool1_acc_0_2
                         pool1_acc_0_3 = _c0
                         pool1_acc_0_3 = _c1
-                        ld_15 = data_flat[np.uintp(ix + 25536)]
-                        t_16 = max(ld_15, t_8)
-                        t_17 = max(t_16, t_14)
-                        pool1_acc_0_3 = max(pool1_acc_0_3, t_17)
-                        pool1_data[np.uintp(ix_2 + 64)] = pool1_acc_0_3
-            for y_1_2 in range(2):
-                for x_1_1_0 in range(2):
-                    for c_1 in range(64):
-                        pool2_flat_acc_0 = _c0
-                        pool2_flat_acc_0 = _c1
-                        ix_3 = y_1_0 * 3584 + (y_1_1 * 2 + y_1_2) % 4 * 640 + x_1_1_0 * 256 + c_1
-                        ld_16 = pool1_data[np.uintp(ix_3)]
-                        ix_4 = y_1_0 * 3584 + (y_1_1 * 2 + y_1_2 + 1) % 4 * 640 + x_1_1_0 * 256 + c_1
-                        ld_17 = pool1_data[np.uintp(ix_4)]
-                        ix_5 = y_1_0 * 3584 + (y_1_1 * 2 + y_1_2 + 2) % 4 * 640 + x_1_1_0 * 256 + c_1
-                        ld_18 = pool1_data[np.uintp(ix_5)]
-                        t_18 = max(ld_17, ld_18)
-                        t_19 = max(ld_16, t_18)
-                        ld_19 = pool1_data[np.uintp(ix_3 + 64)]
-                        ld_20 = pool1_data[np.uintp(ix_4 + 64)]
-                        ld_21 = pool1_data[np.uintp(ix_5 + 64)]
-                        t_20 = max(ld_20, ld_21)
-                        t_21 = max(ld_19, t_20)
-                        ld_22 = pool1_data[np.uintp(ix_3 + 128)]
-                        ld_23 = pool1_data[np.uintp(ix_4 + 128)]
-                        ld_24 = pool1_data[np.uintp(ix_5 + 128)]
-                        t_22 = max(ld_23, ld_24)
-                        t_23 = max(ld_22, t_22)
-                        t_24 = max(t_21, t_23)
-                        t_25 = max(t_19, t_24)
-                        pool2_flat_acc_0 = max(pool2_flat_acc_0, t_25)
-                        ix_6 = y_1_0 * 524288 + y_1_1 * 16384 + y_1_2 * 8192 + x_1_0 * 512 + x_1_1_0 * 256 + c_1
-                        pool2_flat[np.uintp(ix_6)] = pool2_flat_acc_0
-                        pool2_flat_acc_0_1 = _c0
-                        pool2_flat_acc_0_1 = _c1
-                        ld_25 = pool1_data[np.uintp(ix_3 + 192)]
-                        ld_26 = pool1_data[np.uintp(ix_4 + 192)]
-                        ld_27 = pool1_data[np.uintp(ix_5 + 192)]
-                        t_26 = max(ld_26, ld_27)
-                        t_27 = max(ld_25, t_26)
-                        t_28 = max(t_27, t_24)
-                        pool2_flat_acc_0_1 = max(pool2_flat_acc_0_1, t_28)
-                        pool2_flat[np.uintp(ix_6 + 64)] = pool2_flat_acc_0_1
-                        pool2_flat_acc_0_2 = _c0
-                        pool2_flat_acc_0_2 = _c1
-                        ld_28 = pool1_data[np.uintp(ix_3 + 256)]
-                        ld_29 = pool1_data[np.uintp(ix_4 + 256)]
-                        ld_30 = pool1_data[np.uintp(ix_5 + 256)]
-                        t_29 = max(ld_29, ld_30)
-                        t_30 = max(ld_28, t_29)
-                        t_31 = max(t_27, t_30)
-                        t_32 = max(t_23, t_31)
-                        pool2_flat_acc_0_2 = max(pool2_flat_acc_0_2, t_32)
-                        pool2_flat[np.uintp(ix_6 + 128)] = pool2_flat_acc_0_2
-                        pool2_flat_acc_0_3 = _c0
-                        pool2_flat_acc_0_3 = _c1
-                        ld_31 = pool1_data[np.uintp(ix_3 + 320)]
-                        ld_32 = pool1_data[np.uintp(ix_4 + 320)]
-                        ld_33 = pool1_data[np.uintp(ix_5 + 320)]
-                        t_33 = max(ld_32, ld_33)
-                        t_34 = max(ld_31, t_33)
-                        t_35 = max(t_34, t_31)
-                        pool2_flat_acc_0_3 = max(pool2_flat_acc_0_3, t_35)
-                        pool2_flat[np.uintp(ix_6 + 192)] = pool2_flat_acc_0_3
+                        ld_15 = data_flat[np.uintp(ix + 25344)]
+                        t_15 = max(ld_15, t)
+                        ld_16 = data_flat[np.uintp(ix + 25408)]
+                        t_16 = max(ld_16, t_2)
+                        ld_17 = data_flat[np.uintp(ix + 25472)]
+                        t_17 = max(ld_17, t_4)
+                        t_18 = max(t_16, t_17)
+                        t_19 = max(t_15, t_18)
+                        pool1_acc_0_3 = max(pool1_acc_0_3, t_19)
+                        ix_2 = y_1_0 * 5632 + (y_1_1 * 2 + y_0 * 2 + 1) % 4 * 1152 + x_0 * 192 + c
+                        pool1_data[np.uintp(ix_2)] = pool1_acc_0_3
+                        pool1_acc_0_4 = _c0
+                        pool1_acc_0_4 = _c1
+                        ld_18 = data_flat[np.uintp(ix + 25536)]
+                        t_20 = max(ld_18, t_8)
+                        t_21 = max(t_20, t_18)
+                        pool1_acc_0_4 = max(pool1_acc_0_4, t_21)
+                        pool1_data[np.uintp(ix_2 + 64)] = pool1_acc_0_4
+                        pool1_acc_0_5 = _c0
+                        pool1_acc_0_5 = _c1
+                        ld_19 = data_flat[np.uintp(ix + 25600)]
+                        t_22 = max(ld_19, t_11)
+                        t_23 = max(t_20, t_22)
+                        t_24 = max(t_17, t_23)
+                        pool1_acc_0_5 = max(pool1_acc_0_5, t_24)
+                        pool1_data[np.uintp(ix_2 + 128)] = pool1_acc_0_5
+            for x_1_1_0 in range(4):
+                for c_1 in range(64):
+                    pool2_flat_acc_0 = _c0
+                    pool2_flat_acc_0 = _c1
+                    ix_3 = y_1_0 * 5632 + y_1_1 * 2 % 4 * 1152 + x_1_1_0 * 256 + c_1
+                    ld_20 = pool1_data[np.uintp(ix_3)]
+                    ix_4 = y_1_0 * 5632 + (y_1_1 * 2 + 1) % 4 * 1152 + x_1_1_0 * 256 + c_1
+                    ld_21 = pool1_data[np.uintp(ix_4)]
+                    ix_5 = y_1_0 * 5632 + (y_1_1 * 2 + 2) % 4 * 1152 + x_1_1_0 * 256 + c_1
+                    ld_22 = pool1_data[np.uintp(ix_5)]
+                    t_25 = max(ld_21, ld_22)
+                    t_26 = max(ld_20, t_25)
+                    ld_23 = pool1_data[np.uintp(ix_3 + 64)]
+                    ld_24 = pool1_data[np.uintp(ix_4 + 64)]
+                    ld_25 = pool1_data[np.uintp(ix_5 + 64)]
+                    t_27 = max(ld_24, ld_25)
+                    t_28 = max(ld_23, t_27)
+                    ld_26 = pool1_data[np.uintp(ix_3 + 128)]
+                    ld_27 = pool1_data[np.uintp(ix_4 + 128)]
+                    ld_28 = pool1_data[np.uintp(ix_5 + 128)]
+                    t_29 = max(ld_27, ld_28)
+                    t_30 = max(ld_26, t_29)
+                    t_31 = max(t_28, t_30)
+                    t_32 = max(t_26, t_31)
+                    pool2_flat_acc_0 = max(pool2_flat_acc_0, t_32)
+                    ix_6 = y_1_0 * 524288 + y_1_1 * 16384 + x_1_0 * 1024 + x_1_1_0 * 256 + c_1
+                    pool2_flat[np.uintp(ix_6)] = pool2_flat_acc_0
+                    pool2_flat_acc_0_1 = _c0
+                    pool2_flat_acc_0_1 = _c1
+                    ld_29 = pool1_data[np.uintp(ix_3 + 192)]
+                    ld_30 = pool1_data[np.uintp(ix_4 + 192)]
+                    ld_31 = pool1_data[np.uintp(ix_5 + 192)]
+                    t_33 = max(ld_30, ld_31)
+                    t_34 = max(ld_29, t_33)
+                    t_35 = max(t_34, t_31)
+                    pool2_flat_acc_0_1 = max(pool2_flat_acc_0_1, t_35)
+                    pool2_flat[np.uintp(ix_6 + 64)] = pool2_flat_acc_0_1
+                    pool2_flat_acc_0_2 = _c0
+                    pool2_flat_acc_0_2 = _c1
+                    ld_32 = pool1_data[np.uintp(ix_3 + 256)]
+                    ld_33 = pool1_data[np.uintp(ix_4 + 256)]
+                    ld_34 = pool1_data[np.uintp(ix_5 + 256)]
+                    t_36 = max(ld_33, ld_34)
+                    t_37 = max(ld_32, t_36)
+                    t_38 = max(t_34, t_37)
+                    t_39 = max(t_30, t_38)
+                    pool2_flat_acc_0_2 = max(pool2_flat_acc_0_2, t_39)
+                    pool2_flat[np.uintp(ix_6 + 128)] = pool2_flat_acc_0_2
+                    pool2_flat_acc_0_3 = _c0
+                    pool2_flat_acc_0_3 = _c1
+                    ld_35 = pool1_data[np.uintp(ix_3 + 320)]
+                    ld_36 = pool1_data[np.uintp(ix_4 + 320)]
+                    ld_37 = pool1_data[np.uintp(ix_5 + 320)]
+                    t_40 = max(ld_36, ld_37)
+                    t_41 = max(ld_35, t_40)
+                    t_42 = max(t_41, t_38)
+                    pool2_flat_acc_0_3 = max(pool2_flat_acc_0_3, t_42)
+                    pool2_flat[np.uintp(ix_6 + 192)] = pool2_flat_acc_0_3
+                    pool2_flat_acc_0_4 = _c0
+                    pool2_flat_acc_0_4 = _c1
+                    ix_7 = y_1_0 * 5632 + (y_1_1 * 2 + 3) % 4 * 1152 + x_1_1_0 * 256 + c_1
+                    ld_38 = pool1_data[np.uintp(ix_7)]
+                    t_43 = max(ld_38, t_25)
+                    ld_39 = pool1_data[np.uintp(ix_7 + 64)]
+                    t_44 = max(ld_39, t_27)
+                    ld_40 = pool1_data[np.uintp(ix_7 + 128)]
+                    t_45 = max(ld_40, t_29)
+                    t_46 = max(t_44, t_45)
+                    t_47 = max(t_43, t_46)
+                    pool2_flat_acc_0_4 = max(pool2_flat_acc_0_4, t_47)
+                    pool2_flat[np.uintp(ix_6 + 8192)] = pool2_flat_acc_0_4
+                    pool2_flat_acc_0_5 = _c0
+                    pool2_flat_acc_0_5 = _c1
+                    ld_41 = pool1_data[np.uintp(ix_7 + 192)]
+                    t_48 = max(ld_41, t_33)
+                    t_49 = max(t_48, t_46)
+                    pool2_flat_acc_0_5 = max(pool2_flat_acc_0_5, t_49)
+                    pool2_flat[np.uintp(ix_6 + 8256)] = pool2_flat_acc_0_5
+                    pool2_flat_acc_0_6 = _c0
+                    pool2_flat_acc_0_6 = _c1
+                    ld_42 = pool1_data[np.uintp(ix_7 + 256)]
+                    t_50 = max(ld_42, t_36)
+                    t_51 = max(t_48, t_50)
+                    t_52 = max(t_45, t_51)
+                    pool2_flat_acc_0_6 = max(pool2_flat_acc_0_6, t_52)
+                    pool2_flat[np.uintp(ix_6 + 8320)] = pool2_flat_acc_0_6
+                    pool2_flat_acc_0_7 = _c0
+                    pool2_flat_acc_0_7 = _c1
+                    ld_43 = pool1_data[np.uintp(ix_7 + 320)]
+                    t_53 = max(ld_43, t_40)
+                    t_54 = max(t_53, t_51)
+                    pool2_flat_acc_0_7 = max(pool2_flat_acc_0_7, t_54)
+                    pool2_flat[np.uintp(ix_6 + 8384)] = pool2_flat_acc_0_7
 
 
 @numba.njit(cache=True, fastmath={"afn", "arcp", "contract", "nsz", "reassoc"}, nogil=True, error_model="numpy", parallel=True)
 def pool_chain(data, pool2, pool1_data):
     # data: float32[1, 132, 132, 64]
     # pool2: float32[1, 128, 128, 64]
-    # pool1_data: float32[7168] (allocation pool1 in pool sram at offset 0)
+    # pool1_data: float32[11264] (allocation pool1 in pool dtcm at offset 0)
     data_flat = data.reshape(-1)
     pool2_flat = pool2.reshape(-1)
     for y_1_0 in numba.prange(2):

@@ -12,13 +12,13 @@ _c1 = np.float32(-np.inf)
 @_nest("void(float32[::1], float32[::1], float32[::1], int64)", vectorizer="loop", fastmath={"afn", "arcp", "contract", "nsz", "reassoc"}, noalias=True, linked=False)
 def pool_chain_body(data_flat, pool1_data, pool2_flat, y_1_0):
     for x_1_0 in range(16):
-        for y_1_1 in range(4):
-            for y_0 in range((0 if y_1_1 == 0 else 1), (0 if y_1_1 == 0 else 1) + (9 - (0 if y_1_1 == 0 else 1))):
+        for y_1_1 in range(16):
+            for y_0 in range((0 if y_1_1 == 0 else 1), (0 if y_1_1 == 0 else 1) + (3 - (0 if y_1_1 == 0 else 1))):
                 for x_0 in range(5):
                     for c in range(64):
                         pool1_acc_0 = _c0
                         pool1_acc_0 = _c1
-                        ix = y_1_0 * 540672 + y_1_1 * 135168 + y_0 * 16896 + x_1_0 * 512 + x_0 * 128 + c
+                        ix = y_1_0 * 540672 + y_1_1 * 33792 + y_0 * 16896 + x_1_0 * 512 + x_0 * 128 + c
                         ld = data_flat[np.uintp(ix)]
                         ld_1 = data_flat[np.uintp(ix + 8448)]
                         ld_2 = data_flat[np.uintp(ix + 16896)]
@@ -37,7 +37,7 @@ def pool_chain_body(data_flat, pool1_data, pool2_flat, y_1_0):
                         t_6 = max(t_3, t_5)
                         t_7 = max(t_1, t_6)
                         pool1_acc_0 = max(pool1_acc_0, t_7)
-                        ix_1 = y_1_0 * 12544 + (y_1_0 * 64 + y_1_1 * 16 + y_0 * 2) % 18 * 640 + x_0 * 128 + c
+                        ix_1 = y_1_0 * 4864 + (y_1_0 * 64 + y_1_1 * 4 + y_0 * 2) % 6 * 640 + x_0 * 128 + c
                         pool1_data[np.uintp(ix_1)] = pool1_acc_0
                         pool1_acc_0_1 = _c0
                         pool1_acc_0_1 = _c1
@@ -60,7 +60,7 @@ def pool_chain_body(data_flat, pool1_data, pool2_flat, y_1_0):
                         t_14 = max(t_12, t_13)
                         t_15 = max(t_11, t_14)
                         pool1_acc_0_2 = max(pool1_acc_0_2, t_15)
-                        ix_2 = y_1_0 * 12544 + (y_1_0 * 64 + y_1_1 * 16 + y_0 * 2 + 1) % 18 * 640 + x_0 * 128 + c
+                        ix_2 = y_1_0 * 4864 + (y_1_0 * 64 + y_1_1 * 4 + y_0 * 2 + 1) % 6 * 640 + x_0 * 128 + c
                         pool1_data[np.uintp(ix_2)] = pool1_acc_0_2
                         pool1_acc_0_3 = _c0
                         pool1_acc_0_3 = _c1
@@ -69,22 +69,182 @@ def pool_chain_body(data_flat, pool1_data, pool2_flat, y_1_0):
                         t_17 = max(t_16, t_14)
                         pool1_acc_0_3 = max(pool1_acc_0_3, t_17)
                         pool1_data[np.uintp(ix_2 + 64)] = pool1_acc_0_3
-            for y_1_2 in range(16):
-                for x_1_1 in range(8):
-                    for c_1 in range(64):
-                        pool2_flat_acc_0 = _c0
-                        pool2_flat_acc_0 = _c1
-                        for rh_1 in range(3):
-                            for rw_1 in range(3):
-                                pool2_flat_acc_0 = max(pool2_flat_acc_0, pool1_data[np.uintp(y_1_0 * 12544 + (y_1_0 * 64 + y_1_1 * 16 + y_1_2 + rh_1) % 18 * 640 + x_1_1 * 64 + rw_1 * 64 + c_1)])
-                        pool2_flat[np.uintp(y_1_0 * 524288 + y_1_1 * 131072 + y_1_2 * 8192 + x_1_0 * 512 + x_1_1 * 64 + c_1)] = pool2_flat_acc_0
+            for x_1_1_0 in range(2):
+                for c_1 in range(64):
+                    pool2_flat_acc_0 = _c0
+                    pool2_flat_acc_0 = _c1
+                    ix_3 = y_1_0 * 4864 + (y_1_0 * 64 + y_1_1 * 4) % 6 * 640 + x_1_1_0 * 256 + c_1
+                    ld_16 = pool1_data[np.uintp(ix_3)]
+                    ix_4 = y_1_0 * 4864 + (y_1_0 * 64 + y_1_1 * 4 + 1) % 6 * 640 + x_1_1_0 * 256 + c_1
+                    ld_17 = pool1_data[np.uintp(ix_4)]
+                    ix_5 = y_1_0 * 4864 + (y_1_0 * 64 + y_1_1 * 4 + 2) % 6 * 640 + x_1_1_0 * 256 + c_1
+                    ld_18 = pool1_data[np.uintp(ix_5)]
+                    t_18 = max(ld_17, ld_18)
+                    t_19 = max(ld_16, t_18)
+                    ld_19 = pool1_data[np.uintp(ix_3 + 64)]
+                    ld_20 = pool1_data[np.uintp(ix_4 + 64)]
+                    ld_21 = pool1_data[np.uintp(ix_5 + 64)]
+                    t_20 = max(ld_20, ld_21)
+                    t_21 = max(ld_19, t_20)
+                    ld_22 = pool1_data[np.uintp(ix_3 + 128)]
+                    ld_23 = pool1_data[np.uintp(ix_4 + 128)]
+                    ld_24 = pool1_data[np.uintp(ix_5 + 128)]
+                    t_22 = max(ld_23, ld_24)
+                    t_23 = max(ld_22, t_22)
+                    t_24 = max(t_21, t_23)
+                    t_25 = max(t_19, t_24)
+                    pool2_flat_acc_0 = max(pool2_flat_acc_0, t_25)
+                    ix_6 = y_1_0 * 524288 + y_1_1 * 32768 + x_1_0 * 512 + x_1_1_0 * 256 + c_1
+                    pool2_flat[np.uintp(ix_6)] = pool2_flat_acc_0
+                    pool2_flat_acc_0_1 = _c0
+                    pool2_flat_acc_0_1 = _c1
+                    ld_25 = pool1_data[np.uintp(ix_3 + 192)]
+                    ld_26 = pool1_data[np.uintp(ix_4 + 192)]
+                    ld_27 = pool1_data[np.uintp(ix_5 + 192)]
+                    t_26 = max(ld_26, ld_27)
+                    t_27 = max(ld_25, t_26)
+                    t_28 = max(t_27, t_24)
+                    pool2_flat_acc_0_1 = max(pool2_flat_acc_0_1, t_28)
+                    pool2_flat[np.uintp(ix_6 + 64)] = pool2_flat_acc_0_1
+                    pool2_flat_acc_0_2 = _c0
+                    pool2_flat_acc_0_2 = _c1
+                    ld_28 = pool1_data[np.uintp(ix_3 + 256)]
+                    ld_29 = pool1_data[np.uintp(ix_4 + 256)]
+                    ld_30 = pool1_data[np.uintp(ix_5 + 256)]
+                    t_29 = max(ld_29, ld_30)
+                    t_30 = max(ld_28, t_29)
+                    t_31 = max(t_27, t_30)
+                    t_32 = max(t_23, t_31)
+                    pool2_flat_acc_0_2 = max(pool2_flat_acc_0_2, t_32)
+                    pool2_flat[np.uintp(ix_6 + 128)] = pool2_flat_acc_0_2
+                    pool2_flat_acc_0_3 = _c0
+                    pool2_flat_acc_0_3 = _c1
+                    ld_31 = pool1_data[np.uintp(ix_3 + 320)]
+                    ld_32 = pool1_data[np.uintp(ix_4 + 320)]
+                    ld_33 = pool1_data[np.uintp(ix_5 + 320)]
+                    t_33 = max(ld_32, ld_33)
+                    t_34 = max(ld_31, t_33)
+                    t_35 = max(t_34, t_31)
+                    pool2_flat_acc_0_3 = max(pool2_flat_acc_0_3, t_35)
+                    pool2_flat[np.uintp(ix_6 + 192)] = pool2_flat_acc_0_3
+                    pool2_flat_acc_0_4 = _c0
+                    pool2_flat_acc_0_4 = _c1
+                    ix_7 = y_1_0 * 4864 + (y_1_0 * 64 + y_1_1 * 4 + 3) % 6 * 640 + x_1_1_0 * 256 + c_1
+                    ld_34 = pool1_data[np.uintp(ix_7)]
+                    t_36 = max(ld_34, t_18)
+                    ld_35 = pool1_data[np.uintp(ix_7 + 64)]
+                    t_37 = max(ld_35, t_20)
+                    ld_36 = pool1_data[np.uintp(ix_7 + 128)]
+                    t_38 = max(ld_36, t_22)
+                    t_39 = max(t_37, t_38)
+                    t_40 = max(t_36, t_39)
+                    pool2_flat_acc_0_4 = max(pool2_flat_acc_0_4, t_40)
+                    pool2_flat[np.uintp(ix_6 + 8192)] = pool2_flat_acc_0_4
+                    pool2_flat_acc_0_5 = _c0
+                    pool2_flat_acc_0_5 = _c1
+                    ld_37 = pool1_data[np.uintp(ix_7 + 192)]
+                    t_41 = max(ld_37, t_26)
+                    t_42 = max(t_41, t_39)
+                    pool2_flat_acc_0_5 = max(pool2_flat_acc_0_5, t_42)
+                    pool2_flat[np.uintp(ix_6 + 8256)] = pool2_flat_acc_0_5
+                    pool2_flat_acc_0_6 = _c0
+                    pool2_flat_acc_0_6 = _c1
+                    ld_38 = pool1_data[np.uintp(ix_7 + 256)]
+                    t_43 = max(ld_38, t_29)
+                    t_44 = max(t_41, t_43)
+                    t_45 = max(t_38, t_44)
+                    pool2_flat_acc_0_6 = max(pool2_flat_acc_0_6, t_45)
+                    pool2_flat[np.uintp(ix_6 + 8320)] = pool2_flat_acc_0_6
+                    pool2_flat_acc_0_7 = _c0
+                    pool2_flat_acc_0_7 = _c1
+                    ld_39 = pool1_data[np.uintp(ix_7 + 320)]
+                    t_46 = max(ld_39, t_33)
+                    t_47 = max(t_46, t_44)
+                    pool2_flat_acc_0_7 = max(pool2_flat_acc_0_7, t_47)
+                    pool2_flat[np.uintp(ix_6 + 8384)] = pool2_flat_acc_0_7
+                    pool2_flat_acc_0_8 = _c0
+                    pool2_flat_acc_0_8 = _c1
+                    ix_8 = y_1_0 * 4864 + (y_1_0 * 64 + y_1_1 * 4 + 4) % 6 * 640 + x_1_1_0 * 256 + c_1
+                    ld_40 = pool1_data[np.uintp(ix_8)]
+                    t_48 = max(ld_34, ld_40)
+                    t_49 = max(ld_18, t_48)
+                    ld_41 = pool1_data[np.uintp(ix_8 + 64)]
+                    t_50 = max(ld_35, ld_41)
+                    t_51 = max(ld_21, t_50)
+                    ld_42 = pool1_data[np.uintp(ix_8 + 128)]
+                    t_52 = max(ld_36, ld_42)
+                    t_53 = max(ld_24, t_52)
+                    t_54 = max(t_51, t_53)
+                    t_55 = max(t_49, t_54)
+                    pool2_flat_acc_0_8 = max(pool2_flat_acc_0_8, t_55)
+                    pool2_flat[np.uintp(ix_6 + 16384)] = pool2_flat_acc_0_8
+                    pool2_flat_acc_0_9 = _c0
+                    pool2_flat_acc_0_9 = _c1
+                    ld_43 = pool1_data[np.uintp(ix_8 + 192)]
+                    t_56 = max(ld_37, ld_43)
+                    t_57 = max(ld_27, t_56)
+                    t_58 = max(t_57, t_54)
+                    pool2_flat_acc_0_9 = max(pool2_flat_acc_0_9, t_58)
+                    pool2_flat[np.uintp(ix_6 + 16448)] = pool2_flat_acc_0_9
+                    pool2_flat_acc_0_10 = _c0
+                    pool2_flat_acc_0_10 = _c1
+                    ld_44 = pool1_data[np.uintp(ix_8 + 256)]
+                    t_59 = max(ld_38, ld_44)
+                    t_60 = max(ld_30, t_59)
+                    t_61 = max(t_57, t_60)
+                    t_62 = max(t_53, t_61)
+                    pool2_flat_acc_0_10 = max(pool2_flat_acc_0_10, t_62)
+                    pool2_flat[np.uintp(ix_6 + 16512)] = pool2_flat_acc_0_10
+                    pool2_flat_acc_0_11 = _c0
+                    pool2_flat_acc_0_11 = _c1
+                    ld_45 = pool1_data[np.uintp(ix_8 + 320)]
+                    t_63 = max(ld_39, ld_45)
+                    t_64 = max(ld_33, t_63)
+                    t_65 = max(t_64, t_61)
+                    pool2_flat_acc_0_11 = max(pool2_flat_acc_0_11, t_65)
+                    pool2_flat[np.uintp(ix_6 + 16576)] = pool2_flat_acc_0_11
+                    pool2_flat_acc_0_12 = _c0
+                    pool2_flat_acc_0_12 = _c1
+                    ix_9 = y_1_0 * 4864 + (y_1_0 * 64 + y_1_1 * 4 + 5) % 6 * 640 + x_1_1_0 * 256 + c_1
+                    ld_46 = pool1_data[np.uintp(ix_9)]
+                    t_66 = max(ld_46, t_48)
+                    ld_47 = pool1_data[np.uintp(ix_9 + 64)]
+                    t_67 = max(ld_47, t_50)
+                    ld_48 = pool1_data[np.uintp(ix_9 + 128)]
+                    t_68 = max(ld_48, t_52)
+                    t_69 = max(t_67, t_68)
+                    t_70 = max(t_66, t_69)
+                    pool2_flat_acc_0_12 = max(pool2_flat_acc_0_12, t_70)
+                    pool2_flat[np.uintp(ix_6 + 24576)] = pool2_flat_acc_0_12
+                    pool2_flat_acc_0_13 = _c0
+                    pool2_flat_acc_0_13 = _c1
+                    ld_49 = pool1_data[np.uintp(ix_9 + 192)]
+                    t_71 = max(ld_49, t_56)
+                    t_72 = max(t_71, t_69)
+                    pool2_flat_acc_0_13 = max(pool2_flat_acc_0_13, t_72)
+                    pool2_flat[np.uintp(ix_6 + 24640)] = pool2_flat_acc_0_13
+                    pool2_flat_acc_0_14 = _c0
+                    pool2_flat_acc_0_14 = _c1
+                    ld_50 = pool1_data[np.uintp(ix_9 + 256)]
+                    t_73 = max(ld_50, t_59)
+                    t_74 = max(t_71, t_73)
+                    t_75 = max(t_68, t_74)
+                    pool2_flat_acc_0_14 = max(pool2_flat_acc_0_14, t_75)
+                    pool2_flat[np.uintp(ix_6 + 24704)] = pool2_flat_acc_0_14
+                    pool2_flat_acc_0_15 = _c0
+                    pool2_flat_acc_0_15 = _c1
+                    ld_51 = pool1_data[np.uintp(ix_9 + 320)]
+                    t_76 = max(ld_51, t_63)
+                    t_77 = max(t_76, t_74)
+                    pool2_flat_acc_0_15 = max(pool2_flat_acc_0_15, t_77)
+                    pool2_flat[np.uintp(ix_6 + 24768)] = pool2_flat_acc_0_15
 
 
 @numba.njit(cache=True, fastmath={"afn", "arcp", "contract", "nsz", "reassoc"}, nogil=True, error_model="numpy", parallel=True)
 def pool_chain(data, pool2, pool1_data):
     # data: float32[1, 132, 132, 64]
     # pool2: float32[1, 128, 128, 64]
-    # pool1_data: float32[25088] (allocation pool1 in pool sram at offset 0)
+    # pool1_data: float32[9728] (allocation pool1 in pool dtcm at offset 0)
     data_flat = data.reshape(-1)
     pool2_flat = pool2.reshape(-1)
     for y_1_0 in numba.prange(2):

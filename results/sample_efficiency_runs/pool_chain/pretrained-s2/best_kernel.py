@@ -12,13 +12,13 @@ _c1 = np.float32(-np.inf)
 @_nest("void(float32[::1], float32[::1], float32[::1], int64)", vectorizer="loop", fastmath={"afn", "arcp", "contract", "nsz", "reassoc"}, noalias=True, linked=False)
 def pool_chain_body(data_flat, pool1_data, pool2_flat, y_1_0):
     for x_1_0 in range(16):
-        for y_1_1 in range(8):
-            for y_0 in range((0 if y_1_1 == 0 else 1), (0 if y_1_1 == 0 else 1) + (5 - (0 if y_1_1 == 0 else 1))):
+        for y_1_1 in range(16):
+            for y_0 in range((0 if y_1_1 == 0 else 1), (0 if y_1_1 == 0 else 1) + (3 - (0 if y_1_1 == 0 else 1))):
                 for x_0 in range(5):
                     for c in range(64):
                         pool1_acc_0 = _c0
                         pool1_acc_0 = _c1
-                        ix = y_1_0 * 540672 + y_1_1 * 67584 + y_0 * 16896 + x_1_0 * 512 + x_0 * 128 + c
+                        ix = y_1_0 * 540672 + y_1_1 * 33792 + y_0 * 16896 + x_1_0 * 512 + x_0 * 128 + c
                         ld = data_flat[np.uintp(ix)]
                         ld_1 = data_flat[np.uintp(ix + 8448)]
                         ld_2 = data_flat[np.uintp(ix + 16896)]
@@ -37,7 +37,7 @@ def pool_chain_body(data_flat, pool1_data, pool2_flat, y_1_0):
                         t_6 = max(t_3, t_5)
                         t_7 = max(t_1, t_6)
                         pool1_acc_0 = max(pool1_acc_0, t_7)
-                        ix_1 = y_1_0 * 7424 + (y_1_0 * 64 + y_1_1 * 8 + y_0 * 2) % 10 * 640 + x_0 * 128 + c
+                        ix_1 = y_1_0 * 4864 + (y_1_0 * 64 + y_1_1 * 4 + y_0 * 2) % 6 * 640 + x_0 * 128 + c
                         pool1_data[np.uintp(ix_1)] = pool1_acc_0
                         pool1_acc_0_1 = _c0
                         pool1_acc_0_1 = _c1
@@ -60,7 +60,7 @@ def pool_chain_body(data_flat, pool1_data, pool2_flat, y_1_0):
                         t_14 = max(t_12, t_13)
                         t_15 = max(t_11, t_14)
                         pool1_acc_0_2 = max(pool1_acc_0_2, t_15)
-                        ix_2 = y_1_0 * 7424 + (y_1_0 * 64 + y_1_1 * 8 + y_0 * 2 + 1) % 10 * 640 + x_0 * 128 + c
+                        ix_2 = y_1_0 * 4864 + (y_1_0 * 64 + y_1_1 * 4 + y_0 * 2 + 1) % 6 * 640 + x_0 * 128 + c
                         pool1_data[np.uintp(ix_2)] = pool1_acc_0_2
                         pool1_acc_0_3 = _c0
                         pool1_acc_0_3 = _c1
@@ -69,71 +69,114 @@ def pool_chain_body(data_flat, pool1_data, pool2_flat, y_1_0):
                         t_17 = max(t_16, t_14)
                         pool1_acc_0_3 = max(pool1_acc_0_3, t_17)
                         pool1_data[np.uintp(ix_2 + 64)] = pool1_acc_0_3
-            for y_1_2_0 in range(4):
-                for x_1_1_0 in range(4):
-                    for c_1 in range(64):
-                        pool2_flat_acc_0 = _c0
-                        pool2_flat_acc_0 = _c1
-                        ix_3 = y_1_0 * 7424 + (y_1_0 * 64 + y_1_1 * 8 + y_1_2_0 * 2) % 10 * 640 + x_1_1_0 * 128 + c_1
-                        ld_16 = pool1_data[np.uintp(ix_3)]
-                        ix_4 = y_1_0 * 7424 + (y_1_0 * 64 + y_1_1 * 8 + y_1_2_0 * 2 + 1) % 10 * 640 + x_1_1_0 * 128 + c_1
-                        ld_17 = pool1_data[np.uintp(ix_4)]
-                        ix_5 = y_1_0 * 7424 + (y_1_0 * 64 + y_1_1 * 8 + y_1_2_0 * 2 + 2) % 10 * 640 + x_1_1_0 * 128 + c_1
-                        ld_18 = pool1_data[np.uintp(ix_5)]
-                        t_18 = max(ld_17, ld_18)
-                        t_19 = max(ld_16, t_18)
-                        ld_19 = pool1_data[np.uintp(ix_3 + 64)]
-                        ld_20 = pool1_data[np.uintp(ix_4 + 64)]
-                        ld_21 = pool1_data[np.uintp(ix_5 + 64)]
-                        t_20 = max(ld_20, ld_21)
-                        t_21 = max(ld_19, t_20)
-                        ld_22 = pool1_data[np.uintp(ix_3 + 128)]
-                        ld_23 = pool1_data[np.uintp(ix_4 + 128)]
-                        ld_24 = pool1_data[np.uintp(ix_5 + 128)]
-                        t_22 = max(ld_23, ld_24)
-                        t_23 = max(ld_22, t_22)
-                        t_24 = max(t_21, t_23)
-                        t_25 = max(t_19, t_24)
-                        pool2_flat_acc_0 = max(pool2_flat_acc_0, t_25)
-                        ix_6 = y_1_0 * 524288 + y_1_1 * 65536 + y_1_2_0 * 16384 + x_1_0 * 512 + x_1_1_0 * 128 + c_1
-                        pool2_flat[np.uintp(ix_6)] = pool2_flat_acc_0
-                        pool2_flat_acc_0_1 = _c0
-                        pool2_flat_acc_0_1 = _c1
-                        ld_25 = pool1_data[np.uintp(ix_3 + 192)]
-                        ld_26 = pool1_data[np.uintp(ix_4 + 192)]
-                        ld_27 = pool1_data[np.uintp(ix_5 + 192)]
-                        t_26 = max(ld_26, ld_27)
-                        t_27 = max(ld_25, t_26)
-                        t_28 = max(t_27, t_24)
-                        pool2_flat_acc_0_1 = max(pool2_flat_acc_0_1, t_28)
-                        pool2_flat[np.uintp(ix_6 + 64)] = pool2_flat_acc_0_1
-                        pool2_flat_acc_0_2 = _c0
-                        pool2_flat_acc_0_2 = _c1
-                        ix_7 = y_1_0 * 7424 + (y_1_0 * 64 + y_1_1 * 8 + y_1_2_0 * 2 + 3) % 10 * 640 + x_1_1_0 * 128 + c_1
-                        ld_28 = pool1_data[np.uintp(ix_7)]
-                        t_29 = max(ld_28, t_18)
-                        ld_29 = pool1_data[np.uintp(ix_7 + 64)]
-                        t_30 = max(ld_29, t_20)
-                        ld_30 = pool1_data[np.uintp(ix_7 + 128)]
-                        t_31 = max(ld_30, t_22)
-                        t_32 = max(t_30, t_31)
-                        t_33 = max(t_29, t_32)
-                        pool2_flat_acc_0_2 = max(pool2_flat_acc_0_2, t_33)
-                        pool2_flat[np.uintp(ix_6 + 8192)] = pool2_flat_acc_0_2
-                        pool2_flat_acc_0_3 = _c0
-                        pool2_flat_acc_0_3 = _c1
-                        ld_31 = pool1_data[np.uintp(ix_7 + 192)]
-                        t_34 = max(ld_31, t_26)
-                        t_35 = max(t_34, t_32)
-                        pool2_flat_acc_0_3 = max(pool2_flat_acc_0_3, t_35)
-                        pool2_flat[np.uintp(ix_6 + 8256)] = pool2_flat_acc_0_3
+            for x_1_1_0 in range(4):
+                for c_1 in range(64):
+                    pool2_flat_acc_0 = _c0
+                    pool2_flat_acc_0 = _c1
+                    ix_3 = y_1_0 * 4864 + (y_1_0 * 64 + y_1_1 * 4) % 6 * 640 + x_1_1_0 * 128 + c_1
+                    ld_16 = pool1_data[np.uintp(ix_3)]
+                    ix_4 = y_1_0 * 4864 + (y_1_0 * 64 + y_1_1 * 4 + 1) % 6 * 640 + x_1_1_0 * 128 + c_1
+                    ld_17 = pool1_data[np.uintp(ix_4)]
+                    ix_5 = y_1_0 * 4864 + (y_1_0 * 64 + y_1_1 * 4 + 2) % 6 * 640 + x_1_1_0 * 128 + c_1
+                    ld_18 = pool1_data[np.uintp(ix_5)]
+                    t_18 = max(ld_17, ld_18)
+                    t_19 = max(ld_16, t_18)
+                    ld_19 = pool1_data[np.uintp(ix_3 + 64)]
+                    ld_20 = pool1_data[np.uintp(ix_4 + 64)]
+                    ld_21 = pool1_data[np.uintp(ix_5 + 64)]
+                    t_20 = max(ld_20, ld_21)
+                    t_21 = max(ld_19, t_20)
+                    ld_22 = pool1_data[np.uintp(ix_3 + 128)]
+                    ld_23 = pool1_data[np.uintp(ix_4 + 128)]
+                    ld_24 = pool1_data[np.uintp(ix_5 + 128)]
+                    t_22 = max(ld_23, ld_24)
+                    t_23 = max(ld_22, t_22)
+                    t_24 = max(t_21, t_23)
+                    t_25 = max(t_19, t_24)
+                    pool2_flat_acc_0 = max(pool2_flat_acc_0, t_25)
+                    ix_6 = y_1_0 * 524288 + y_1_1 * 32768 + x_1_0 * 512 + x_1_1_0 * 128 + c_1
+                    pool2_flat[np.uintp(ix_6)] = pool2_flat_acc_0
+                    pool2_flat_acc_0_1 = _c0
+                    pool2_flat_acc_0_1 = _c1
+                    ld_25 = pool1_data[np.uintp(ix_3 + 192)]
+                    ld_26 = pool1_data[np.uintp(ix_4 + 192)]
+                    ld_27 = pool1_data[np.uintp(ix_5 + 192)]
+                    t_26 = max(ld_26, ld_27)
+                    t_27 = max(ld_25, t_26)
+                    t_28 = max(t_27, t_24)
+                    pool2_flat_acc_0_1 = max(pool2_flat_acc_0_1, t_28)
+                    pool2_flat[np.uintp(ix_6 + 64)] = pool2_flat_acc_0_1
+                    pool2_flat_acc_0_2 = _c0
+                    pool2_flat_acc_0_2 = _c1
+                    ix_7 = y_1_0 * 4864 + (y_1_0 * 64 + y_1_1 * 4 + 3) % 6 * 640 + x_1_1_0 * 128 + c_1
+                    ld_28 = pool1_data[np.uintp(ix_7)]
+                    t_29 = max(ld_28, t_18)
+                    ld_29 = pool1_data[np.uintp(ix_7 + 64)]
+                    t_30 = max(ld_29, t_20)
+                    ld_30 = pool1_data[np.uintp(ix_7 + 128)]
+                    t_31 = max(ld_30, t_22)
+                    t_32 = max(t_30, t_31)
+                    t_33 = max(t_29, t_32)
+                    pool2_flat_acc_0_2 = max(pool2_flat_acc_0_2, t_33)
+                    pool2_flat[np.uintp(ix_6 + 8192)] = pool2_flat_acc_0_2
+                    pool2_flat_acc_0_3 = _c0
+                    pool2_flat_acc_0_3 = _c1
+                    ld_31 = pool1_data[np.uintp(ix_7 + 192)]
+                    t_34 = max(ld_31, t_26)
+                    t_35 = max(t_34, t_32)
+                    pool2_flat_acc_0_3 = max(pool2_flat_acc_0_3, t_35)
+                    pool2_flat[np.uintp(ix_6 + 8256)] = pool2_flat_acc_0_3
+                    pool2_flat_acc_0_4 = _c0
+                    pool2_flat_acc_0_4 = _c1
+                    ix_8 = y_1_0 * 4864 + (y_1_0 * 64 + y_1_1 * 4 + 4) % 6 * 640 + x_1_1_0 * 128 + c_1
+                    ld_32 = pool1_data[np.uintp(ix_8)]
+                    t_36 = max(ld_28, ld_32)
+                    t_37 = max(ld_18, t_36)
+                    ld_33 = pool1_data[np.uintp(ix_8 + 64)]
+                    t_38 = max(ld_29, ld_33)
+                    t_39 = max(ld_21, t_38)
+                    ld_34 = pool1_data[np.uintp(ix_8 + 128)]
+                    t_40 = max(ld_30, ld_34)
+                    t_41 = max(ld_24, t_40)
+                    t_42 = max(t_39, t_41)
+                    t_43 = max(t_37, t_42)
+                    pool2_flat_acc_0_4 = max(pool2_flat_acc_0_4, t_43)
+                    pool2_flat[np.uintp(ix_6 + 16384)] = pool2_flat_acc_0_4
+                    pool2_flat_acc_0_5 = _c0
+                    pool2_flat_acc_0_5 = _c1
+                    ld_35 = pool1_data[np.uintp(ix_8 + 192)]
+                    t_44 = max(ld_31, ld_35)
+                    t_45 = max(ld_27, t_44)
+                    t_46 = max(t_45, t_42)
+                    pool2_flat_acc_0_5 = max(pool2_flat_acc_0_5, t_46)
+                    pool2_flat[np.uintp(ix_6 + 16448)] = pool2_flat_acc_0_5
+                    pool2_flat_acc_0_6 = _c0
+                    pool2_flat_acc_0_6 = _c1
+                    ix_9 = y_1_0 * 4864 + (y_1_0 * 64 + y_1_1 * 4 + 5) % 6 * 640 + x_1_1_0 * 128 + c_1
+                    ld_36 = pool1_data[np.uintp(ix_9)]
+                    t_47 = max(ld_36, t_36)
+                    ld_37 = pool1_data[np.uintp(ix_9 + 64)]
+                    t_48 = max(ld_37, t_38)
+                    ld_38 = pool1_data[np.uintp(ix_9 + 128)]
+                    t_49 = max(ld_38, t_40)
+                    t_50 = max(t_48, t_49)
+                    t_51 = max(t_47, t_50)
+                    pool2_flat_acc_0_6 = max(pool2_flat_acc_0_6, t_51)
+                    pool2_flat[np.uintp(ix_6 + 24576)] = pool2_flat_acc_0_6
+                    pool2_flat_acc_0_7 = _c0
+                    pool2_flat_acc_0_7 = _c1
+                    ld_39 = pool1_data[np.uintp(ix_9 + 192)]
+                    t_52 = max(ld_39, t_44)
+                    t_53 = max(t_52, t_50)
+                    pool2_flat_acc_0_7 = max(pool2_flat_acc_0_7, t_53)
+                    pool2_flat[np.uintp(ix_6 + 24640)] = pool2_flat_acc_0_7
 
 
 @numba.njit(cache=True, fastmath={"afn", "arcp", "contract", "nsz", "reassoc"}, nogil=True, error_model="numpy", parallel=True)
 def pool_chain(data, pool2, pool1_data):
     # data: float32[1, 132, 132, 64]
     # pool2: float32[1, 128, 128, 64]
-    # pool1_data: float32[14848] (allocation pool1 in pool dtcm at offset 0)
+    # pool1_data: float32[9728] (allocation pool1 in pool sram at offset 0)
     data_flat = data.reshape(-1)
     pool2_flat = pool2.reshape(-1)
     for y_1_0 in numba.prange(2):
