@@ -12,13 +12,13 @@ _c1 = np.float32(-np.inf)
 @_nest("void(float32[::1], float32[::1], float32[::1], int64)", vectorizer="loop", fastmath={"afn", "arcp", "contract", "nsz", "reassoc"}, noalias=True, linked=False)
 def pool_chain_body(data_flat, pool1_data, pool2_flat, y_1_0):
     for x_1_0 in range(8):
-        for y_1_1 in range(16):
-            for y_0 in range((0 if y_1_1 == 0 else 1), (0 if y_1_1 == 0 else 1) + (3 - (0 if y_1_1 == 0 else 1))):
+        for y_1_1 in range(32):
+            for y_0 in range((0 if y_1_1 == 0 else 1), (0 if y_1_1 == 0 else 1) + (2 - (0 if y_1_1 == 0 else 1))):
                 for x_0 in range(6):
                     for c in range(64):
                         pool1_acc_0 = _c0
                         pool1_acc_0 = _c1
-                        ix = y_1_0 * 540672 + y_1_1 * 33792 + y_0 * 16896 + x_1_0 * 1024 + x_0 * 192 + c
+                        ix = y_1_0 * 540672 + y_1_1 * 16896 + y_0 * 16896 + x_1_0 * 1024 + x_0 * 192 + c
                         ld = data_flat[np.uintp(ix)]
                         ld_1 = data_flat[np.uintp(ix + 8448)]
                         ld_2 = data_flat[np.uintp(ix + 16896)]
@@ -37,7 +37,7 @@ def pool_chain_body(data_flat, pool1_data, pool2_flat, y_1_0):
                         t_6 = max(t_3, t_5)
                         t_7 = max(t_1, t_6)
                         pool1_acc_0 = max(pool1_acc_0, t_7)
-                        ix_1 = y_1_0 * 7936 + (y_1_0 * 64 + y_1_1 * 4 + y_0 * 2) % 6 * 1152 + x_0 * 192 + c
+                        ix_1 = y_1_0 * 5632 + (y_1_1 * 2 + y_0 * 2) % 4 * 1152 + x_0 * 192 + c
                         pool1_data[np.uintp(ix_1)] = pool1_acc_0
                         pool1_acc_0_1 = _c0
                         pool1_acc_0_1 = _c1
@@ -71,7 +71,7 @@ def pool_chain_body(data_flat, pool1_data, pool2_flat, y_1_0):
                         t_18 = max(t_16, t_17)
                         t_19 = max(t_15, t_18)
                         pool1_acc_0_3 = max(pool1_acc_0_3, t_19)
-                        ix_2 = y_1_0 * 7936 + (y_1_0 * 64 + y_1_1 * 4 + y_0 * 2 + 1) % 6 * 1152 + x_0 * 192 + c
+                        ix_2 = y_1_0 * 5632 + (y_1_1 * 2 + y_0 * 2 + 1) % 4 * 1152 + x_0 * 192 + c
                         pool1_data[np.uintp(ix_2)] = pool1_acc_0_3
                         pool1_acc_0_4 = _c0
                         pool1_acc_0_4 = _c1
@@ -92,11 +92,11 @@ def pool_chain_body(data_flat, pool1_data, pool2_flat, y_1_0):
                 for c_1 in range(64):
                     pool2_flat_acc_0 = _c0
                     pool2_flat_acc_0 = _c1
-                    ix_3 = y_1_0 * 7936 + (y_1_0 * 64 + y_1_1 * 4) % 6 * 1152 + x_1_1_0 * 256 + c_1
+                    ix_3 = y_1_0 * 5632 + y_1_1 * 2 % 4 * 1152 + x_1_1_0 * 256 + c_1
                     ld_20 = pool1_data[np.uintp(ix_3)]
-                    ix_4 = y_1_0 * 7936 + (y_1_0 * 64 + y_1_1 * 4 + 1) % 6 * 1152 + x_1_1_0 * 256 + c_1
+                    ix_4 = y_1_0 * 5632 + (y_1_1 * 2 + 1) % 4 * 1152 + x_1_1_0 * 256 + c_1
                     ld_21 = pool1_data[np.uintp(ix_4)]
-                    ix_5 = y_1_0 * 7936 + (y_1_0 * 64 + y_1_1 * 4 + 2) % 6 * 1152 + x_1_1_0 * 256 + c_1
+                    ix_5 = y_1_0 * 5632 + (y_1_1 * 2 + 2) % 4 * 1152 + x_1_1_0 * 256 + c_1
                     ld_22 = pool1_data[np.uintp(ix_5)]
                     t_25 = max(ld_21, ld_22)
                     t_26 = max(ld_20, t_25)
@@ -113,7 +113,7 @@ def pool_chain_body(data_flat, pool1_data, pool2_flat, y_1_0):
                     t_31 = max(t_28, t_30)
                     t_32 = max(t_26, t_31)
                     pool2_flat_acc_0 = max(pool2_flat_acc_0, t_32)
-                    ix_6 = y_1_0 * 524288 + y_1_1 * 32768 + x_1_0 * 1024 + x_1_1_0 * 256 + c_1
+                    ix_6 = y_1_0 * 524288 + y_1_1 * 16384 + x_1_0 * 1024 + x_1_1_0 * 256 + c_1
                     pool2_flat[np.uintp(ix_6)] = pool2_flat_acc_0
                     pool2_flat_acc_0_1 = _c0
                     pool2_flat_acc_0_1 = _c1
@@ -148,7 +148,7 @@ def pool_chain_body(data_flat, pool1_data, pool2_flat, y_1_0):
                     pool2_flat[np.uintp(ix_6 + 192)] = pool2_flat_acc_0_3
                     pool2_flat_acc_0_4 = _c0
                     pool2_flat_acc_0_4 = _c1
-                    ix_7 = y_1_0 * 7936 + (y_1_0 * 64 + y_1_1 * 4 + 3) % 6 * 1152 + x_1_1_0 * 256 + c_1
+                    ix_7 = y_1_0 * 5632 + (y_1_1 * 2 + 3) % 4 * 1152 + x_1_1_0 * 256 + c_1
                     ld_38 = pool1_data[np.uintp(ix_7)]
                     t_43 = max(ld_38, t_25)
                     ld_39 = pool1_data[np.uintp(ix_7 + 64)]
@@ -181,89 +181,13 @@ def pool_chain_body(data_flat, pool1_data, pool2_flat, y_1_0):
                     t_54 = max(t_53, t_51)
                     pool2_flat_acc_0_7 = max(pool2_flat_acc_0_7, t_54)
                     pool2_flat[np.uintp(ix_6 + 8384)] = pool2_flat_acc_0_7
-                    pool2_flat_acc_0_8 = _c0
-                    pool2_flat_acc_0_8 = _c1
-                    ix_8 = y_1_0 * 7936 + (y_1_0 * 64 + y_1_1 * 4 + 4) % 6 * 1152 + x_1_1_0 * 256 + c_1
-                    ld_44 = pool1_data[np.uintp(ix_8)]
-                    t_55 = max(ld_38, ld_44)
-                    t_56 = max(ld_22, t_55)
-                    ld_45 = pool1_data[np.uintp(ix_8 + 64)]
-                    t_57 = max(ld_39, ld_45)
-                    t_58 = max(ld_25, t_57)
-                    ld_46 = pool1_data[np.uintp(ix_8 + 128)]
-                    t_59 = max(ld_40, ld_46)
-                    t_60 = max(ld_28, t_59)
-                    t_61 = max(t_58, t_60)
-                    t_62 = max(t_56, t_61)
-                    pool2_flat_acc_0_8 = max(pool2_flat_acc_0_8, t_62)
-                    pool2_flat[np.uintp(ix_6 + 16384)] = pool2_flat_acc_0_8
-                    pool2_flat_acc_0_9 = _c0
-                    pool2_flat_acc_0_9 = _c1
-                    ld_47 = pool1_data[np.uintp(ix_8 + 192)]
-                    t_63 = max(ld_41, ld_47)
-                    t_64 = max(ld_31, t_63)
-                    t_65 = max(t_64, t_61)
-                    pool2_flat_acc_0_9 = max(pool2_flat_acc_0_9, t_65)
-                    pool2_flat[np.uintp(ix_6 + 16448)] = pool2_flat_acc_0_9
-                    pool2_flat_acc_0_10 = _c0
-                    pool2_flat_acc_0_10 = _c1
-                    ld_48 = pool1_data[np.uintp(ix_8 + 256)]
-                    t_66 = max(ld_42, ld_48)
-                    t_67 = max(ld_34, t_66)
-                    t_68 = max(t_64, t_67)
-                    t_69 = max(t_60, t_68)
-                    pool2_flat_acc_0_10 = max(pool2_flat_acc_0_10, t_69)
-                    pool2_flat[np.uintp(ix_6 + 16512)] = pool2_flat_acc_0_10
-                    pool2_flat_acc_0_11 = _c0
-                    pool2_flat_acc_0_11 = _c1
-                    ld_49 = pool1_data[np.uintp(ix_8 + 320)]
-                    t_70 = max(ld_43, ld_49)
-                    t_71 = max(ld_37, t_70)
-                    t_72 = max(t_71, t_68)
-                    pool2_flat_acc_0_11 = max(pool2_flat_acc_0_11, t_72)
-                    pool2_flat[np.uintp(ix_6 + 16576)] = pool2_flat_acc_0_11
-                    pool2_flat_acc_0_12 = _c0
-                    pool2_flat_acc_0_12 = _c1
-                    ix_9 = y_1_0 * 7936 + (y_1_0 * 64 + y_1_1 * 4 + 5) % 6 * 1152 + x_1_1_0 * 256 + c_1
-                    ld_50 = pool1_data[np.uintp(ix_9)]
-                    t_73 = max(ld_50, t_55)
-                    ld_51 = pool1_data[np.uintp(ix_9 + 64)]
-                    t_74 = max(ld_51, t_57)
-                    ld_52 = pool1_data[np.uintp(ix_9 + 128)]
-                    t_75 = max(ld_52, t_59)
-                    t_76 = max(t_74, t_75)
-                    t_77 = max(t_73, t_76)
-                    pool2_flat_acc_0_12 = max(pool2_flat_acc_0_12, t_77)
-                    pool2_flat[np.uintp(ix_6 + 24576)] = pool2_flat_acc_0_12
-                    pool2_flat_acc_0_13 = _c0
-                    pool2_flat_acc_0_13 = _c1
-                    ld_53 = pool1_data[np.uintp(ix_9 + 192)]
-                    t_78 = max(ld_53, t_63)
-                    t_79 = max(t_78, t_76)
-                    pool2_flat_acc_0_13 = max(pool2_flat_acc_0_13, t_79)
-                    pool2_flat[np.uintp(ix_6 + 24640)] = pool2_flat_acc_0_13
-                    pool2_flat_acc_0_14 = _c0
-                    pool2_flat_acc_0_14 = _c1
-                    ld_54 = pool1_data[np.uintp(ix_9 + 256)]
-                    t_80 = max(ld_54, t_66)
-                    t_81 = max(t_78, t_80)
-                    t_82 = max(t_75, t_81)
-                    pool2_flat_acc_0_14 = max(pool2_flat_acc_0_14, t_82)
-                    pool2_flat[np.uintp(ix_6 + 24704)] = pool2_flat_acc_0_14
-                    pool2_flat_acc_0_15 = _c0
-                    pool2_flat_acc_0_15 = _c1
-                    ld_55 = pool1_data[np.uintp(ix_9 + 320)]
-                    t_83 = max(ld_55, t_70)
-                    t_84 = max(t_83, t_81)
-                    pool2_flat_acc_0_15 = max(pool2_flat_acc_0_15, t_84)
-                    pool2_flat[np.uintp(ix_6 + 24768)] = pool2_flat_acc_0_15
 
 
 @numba.njit(cache=True, fastmath={"afn", "arcp", "contract", "nsz", "reassoc"}, nogil=True, error_model="numpy", parallel=True)
 def pool_chain(data, pool2, pool1_data):
     # data: float32[1, 132, 132, 64]
     # pool2: float32[1, 128, 128, 64]
-    # pool1_data: float32[15872] (allocation pool1 in pool sram at offset 0)
+    # pool1_data: float32[11264] (allocation pool1 in pool dtcm at offset 0)
     data_flat = data.reshape(-1)
     pool2_flat = pool2.reshape(-1)
     for y_1_0 in numba.prange(2):
