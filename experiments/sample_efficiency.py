@@ -103,7 +103,7 @@ from typing import Any
 
 from autotune.config import RunConfig, load_config
 from autotune.errors import AutotuneError
-from autotune.measure.timing import CONTENDED
+from autotune.measure.timing import CONTENDED, is_contended
 from autotune.report import write_report
 from autotune.search.best import REMEASURE_ROUNDS, TOP_K
 from autotune.search.candidates import make_task
@@ -303,7 +303,7 @@ def run_one(cfg: RunConfig, wl: str, strategy: str, seed: int, traces: dict[str,
         if r.ok and r.trace:
             traces[r.key] = r.trace
     counts = Counter(r.status for r in records)
-    counts["contended"] = sum(r.ok and r.contended is not None and r.contended > CONTENDED for r in records)
+    counts["contended"] = sum(r.ok and is_contended(r.contended) for r in records)
     best_json = json.loads((out / "best.json").read_text()) if (out / "best.json").is_file() else None
     return {
         "workload": wl, "strategy": strategy, "seed": seed, "curve": curve, "counts": dict(counts),
@@ -570,7 +570,7 @@ def referee_line(s: dict[str, Any]) -> str:
         f"for the median schedule, at most {max(spreads):.0%}."
         if spreads else ""
     )  # fmt: skip
-    busy = sum(1 for v in ref.get("contended", {}).values() if v is not None and v > CONTENDED)
+    busy = sum(map(is_contended, ref.get("contended", {}).values()))
     if busy:
         spread += (
             f" {busy} schedules had a round contended (threads waiting for a CPU over {CONTENDED:.0%} of "

@@ -74,6 +74,7 @@ __all__ = [
     "check_optional_positive",
     "contention",
     "cpu_lock",
+    "is_contended",
     "cpu_lock_path",
     "lock_path",
     "noise",
@@ -279,6 +280,11 @@ kernel with a parallel loop needs every core, and one that waits for a time slic
 gives runs slow and alike, which their spread does not show."""
 
 
+def is_contended(share: float | None) -> bool:
+    """Whether a timing's :func:`contention` ``share`` is over :data:`CONTENDED` (False when not known)."""
+    return share is not None and share > CONTENDED
+
+
 def run_delay_ns() -> int | None:
     """Nanoseconds the threads of this process have spent runnable but waiting for a CPU, summed
     (the second field of Linux's ``/proc/self/task/<tid>/schedstat``); None where it is not
@@ -361,13 +367,13 @@ def time_candidate(
     samples, stopped, took, contended = _timed(fn, warmup, repeats, cutoff_ms, threads, enough_s, min_sample_s)
     figures = summarise(samples)
     fits = budget_s is None or 2 * took <= budget_s
-    steady = noise(*figures) <= retime_noise if retime_noise is not None else True
-    alone = contended is None or contended <= CONTENDED
-    if stopped or retime_noise is None or (steady and alone) or not fits:
+    if stopped or retime_noise is None or not fits:
         return Timing(*figures, len(samples), stopped, contended=contended)
+    if noise(*figures) <= retime_noise and not is_contended(contended):
+        return Timing(*figures, len(samples), contended=contended)
     again, _, _, contended_again = _timed(fn, warmup, repeats, None, threads, enough_s, min_sample_s)
     first, second = (figures, contended, len(samples)), (summarise(again), contended_again, len(again))
-    kept = min(first, second, key=lambda t: (t[1] is not None and t[1] > CONTENDED, noise(*t[0])))
+    kept = min(first, second, key=lambda t: (is_contended(t[1]), noise(*t[0])))
     return Timing(*kept[0], kept[2], retimed=True, contended=kept[1])
 
 

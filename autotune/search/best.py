@@ -33,7 +33,7 @@ from ..config import RunConfig
 from ..errors import AutotuneError, ConfigError
 from ..files import write_atomic
 from ..measure.result import MeasureResult
-from ..measure.timing import CONTENDED
+from ..measure.timing import is_contended
 from ..schedule import Schedule
 from ..workloads import Workload
 from . import candidates as cand
@@ -147,7 +147,7 @@ def figures_of(
         status = bad.status if bad is not None else "error"
         reason = (bad.error or f"max_abs_err {bad.max_abs_err}") if bad is not None else "not measured"
         return Figures(status, None, None, None, peak, pool_bytes, reason, node)
-    alone = [r for r in results if r.contended is None or r.contended <= CONTENDED] or list(results)
+    alone = [r for r in results if not is_contended(r.contended)] or list(results)
     return Figures(
         "ok",
         statistics.median(r.median_ms for r in alone),  # type: ignore[type-var]
