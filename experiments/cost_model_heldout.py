@@ -26,6 +26,12 @@ current features; others for ablation):
   figure, by the model and features of the day).
 - *leave one workload out*: a model fitted on the timed trials of every log of another workload
   (one group per log) ranks this log's ``ok`` trials (Spearman, :func:`~autotune.search.rank_scores.spearman`).
+- *out of fold*: the run's trials dealt into 4 seeded folds, each fold's ``ok`` trials predicted by
+  a model fitted on the rest of the log (:func:`autotune.search.cost_model_train.cross_validated`,
+  the figure best.json and report.md give after a run): how well the features order one
+  workload's schedules when the model has seen the whole run, where *prequential* also asks it to
+  guess ahead of the search, on the trials it chose as the fastest it predicted. Only for the
+  variants fitted on the medians.
 - *estimate*: Spearman of the analytic estimate alone (feature ``log2_estimate_ns``), no learning.
 - *noisy timings*: the ok trials whose timed runs spread more than :data:`NOISY` of their median
   (:func:`autotune.measure.timing.noise`): a descheduled time slice, or a busy machine. No feature
@@ -73,6 +79,7 @@ from autotune.measure.timing import noise  # noqa: E402
 from autotune.report.analysis import cost_model_quality  # noqa: E402
 from autotune.search import cost_model_train as ct  # noqa: E402
 from autotune.search.cost_model import CostModel, Settings, XGBoostModel  # noqa: E402
+from autotune.search.cost_model_train import cross_validated  # noqa: E402
 from autotune.search.features import FEATURE_NAMES  # noqa: E402
 from autotune.search.rank_scores import spearman  # noqa: E402
 from autotune.search.records import machine  # noqa: E402
@@ -258,6 +265,18 @@ def min_labels(trials: Sequence[Trial]) -> tuple[np.ndarray, np.ndarray | None]:
     return np.asarray([t.min_ms or t.median_ms for t in trials], dtype=float), None
 
 
+def fast_weighted(power: float) -> Labels:
+    """The medians, each trial counting ``(fastest / median) ** power`` (``fastest``: the least
+    median among the trials fitted on): the fit leans on the fast schedules, where the search picks
+    its candidates (MetaSchedule's model fits throughput over the fastest's, which does the same)."""
+
+    def labels(trials: Sequence[Trial]) -> tuple[np.ndarray, np.ndarray | None]:
+        y = median_labels(trials)[0]
+        return y, (float(y.min()) / y) ** power if len(y) else None
+
+    return labels
+
+
 def cutoff_censored(trials: Sequence[Trial]) -> tuple[np.ndarray, np.ndarray | None]:
     """The medians, a ``cutoff`` trial's raised at least to the slowest ok trial among them
     (its median is of its first runs only: it was stopped because it was clearly slow)."""
@@ -333,6 +352,14 @@ VARIANTS: dict[str, Variant] = {
         XGBoostModel.SETTINGS, FEATURE_NAMES,
         "the current model, a cutoff trial's latency raised at least to the slowest ok trial's",
         cutoff_censored,
+    ),
+    "fast_weight_half": _variant(
+        XGBoostModel.SETTINGS, FEATURE_NAMES,
+        "the current model, each trial counting (fastest / median) ** 0.5", fast_weighted(0.5),
+    ),
+    "fast_weight1": _variant(
+        XGBoostModel.SETTINGS, FEATURE_NAMES, "the current model, each trial counting fastest / median",
+        fast_weighted(1.0),
     ),
     "depth3": _tuned("the current model with trees of depth 3", max_depth=3),
     "slow_eta": _tuned("the current model with 300 trees at eta 0.03", rounds=300, eta=0.03),
@@ -418,6 +445,16 @@ def leave_one_out(logs: Sequence[Log], index: int, variant: Variant, seed: int =
     return spearman(model.predict(_matrix(target.ok, variant.names)), [t.median_ms for t in target.ok])
 
 
+def out_of_fold(log: Log, variant: Variant, seed: int = 0) -> dict[str, float] | None:
+    """:func:`~autotune.search.cost_model_train.cross_validated` on the log's timed trials, for a
+    variant fitted on the medians (None for the others)."""
+    if variant.labels is not median_labels:
+        return None
+    y = np.asarray([t.median_ms for t in log.trials], dtype=np.float64)
+    ok = np.asarray([t.status == "ok" for t in log.trials])
+    return cross_validated(lambda: variant.make(seed), _matrix(log.trials, variant.names), y, ok, seed=seed)
+
+
 def estimate_spearman(log: Log, steady: bool = False) -> float:
     """Spearman of the estimate alone over the log's ok trials (``steady``: those whose timing is
     not noisy)."""
@@ -441,6 +478,7 @@ def evaluate(logs: Sequence[Log], variants: Sequence[str], seed: int = 0) -> lis
             row[name] = {
                 "prequential": prequential(log, VARIANTS[name], seed),
                 "leave_one_out": leave_one_out(logs, i, VARIANTS[name], seed),
+                "out_of_fold": out_of_fold(log, VARIANTS[name], seed),
             }
         out.append(row)
     return out
@@ -461,7 +499,7 @@ def table(rows: Sequence[dict[str, Any]], variants: Sequence[str]) -> list[str]:
     head = ["log", "workload", "ok", "skipped", "noisy timings", "logged (report.md)", "estimate alone",
             "estimate, steady trials"]  # fmt: skip
     for v in variants:
-        head += [f"{v}: prequential (n)", f"{v}: top-k recall", f"{v}: leave one workload out"]
+        head += [f"{v}: prequential (n)", f"{v}: top-k recall", f"{v}: leave one workload out", f"{v}: out of fold"]
     lines = ["| " + " | ".join(head) + " |", "| --- | --- | " + " | ".join("---:" for _ in head[2:]) + " |"]
     for row in rows:
         cells = [row["log"], row["workload"], str(row["ok"]), str(row["skipped"]), str(row["noisy"]),
@@ -469,7 +507,7 @@ def table(rows: Sequence[dict[str, Any]], variants: Sequence[str]) -> list[str]:
         for v in variants:
             pq = row[v]["prequential"]
             n = "" if pq is None else f" ({int(pq['trials'])})"
-            cells += [_f(_q(pq)) + n, _f(_q(pq, "recall")), _f(row[v]["leave_one_out"])]
+            cells += [_f(_q(pq)) + n, _f(_q(pq, "recall")), _f(row[v]["leave_one_out"]), _f(_q(row[v]["out_of_fold"]))]
         lines.append("| " + " | ".join(cells) + " |")
     summary = ["**median**", "", "", "", "", _f(_median([_q(r["logged"]) for r in rows])),
                _f(_median([r["estimate"] for r in rows])),
@@ -480,6 +518,7 @@ def table(rows: Sequence[dict[str, Any]], variants: Sequence[str]) -> list[str]:
             f"{_f(_median(pq))} ({sum(1 for s in pq if s is not None and s >= 0.6)} of {len(rows)} >= 0.6)",
             _f(_median([_q(r[v]["prequential"], "recall") for r in rows])),
             _f(_median([r[v]["leave_one_out"] for r in rows])),
+            _f(_median([_q(r[v]["out_of_fold"]) for r in rows])),
         ]
     lines.append("| " + " | ".join(summary) + " |")
     return lines
@@ -510,17 +549,18 @@ def summary(rows: Sequence[dict[str, Any]], variants: Sequence[str], base: str =
     logs near it; these counts say whether most logs moved)."""
     lines = [
         f"| variant | prequential: median | mean | at or above 0.6 | logs above / below {base} "
-        "| leave one out: median | mean | at or above 0.6 |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| leave one out: median | mean | at or above 0.6 | out of fold: median | at or above 0.6 |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for v in variants:
         pq = [_q(r[v]["prequential"]) for r in rows]
         loo = [r[v]["leave_one_out"] for r in rows]
+        oof = [_q(r[v]["out_of_fold"]) for r in rows]
         pairs = [(a, _q(r[base]["prequential"])) for a, r in zip(pq, rows) if base in r]
         pairs = [(a, b) for a, b in pairs if a is not None and b is not None]
         above, below = sum(a > b + 1e-9 for a, b in pairs), sum(a < b - 1e-9 for a, b in pairs)
         cells = [_f(_median(pq)), _f(_mean(pq)), _count(pq), f"{above} / {below}" if base in rows[0] else "-",
-                 _f(_median(loo)), _f(_mean(loo)), _count(loo)]  # fmt: skip
+                 _f(_median(loo)), _f(_mean(loo)), _count(loo), _f(_median(oof)), _count(oof)]  # fmt: skip
         lines.append(f"| `{v}` | " + " | ".join(cells) + " |")
     return lines
 

@@ -162,21 +162,38 @@ def _importance_lines(df: Any, top: int = 10) -> list[str]:
     return [*lines, ""]
 
 
-def _cost_model_lines(df: Any) -> list[str]:
+def _cost_model_lines(df: Any, best: dict[str, Any] | None) -> list[str]:
     quality = cost_model_quality(df)
-    if quality is None:
+    folds = ((best or {}).get("cost_model") or {}).get("cross_validated")
+    if quality is None and folds is None:
         return []
-    rho = quality["spearman"]
-    return [
-        "## Cost model",
-        "",
-        f"On {int(quality['trials'])} held-out trials (each ok trial predicted before it was measured, by "
-        "the model fitted on the trials before it): Spearman rank correlation of predicted and measured "
-        f"latency {'-' if math.isnan(rho) else f'{rho:.2f}'}; top-{int(quality['k'])} recall "
-        f"{quality['recall']:.2f} (the share of the {int(quality['k'])} fastest trials that are among the "
-        f"{int(quality['k'])} predicted fastest).",
-        "",
-    ]
+    lines = ["## Cost model", ""]
+    if quality is not None:
+        lines += [
+            f"On {int(quality['trials'])} held-out trials (each ok trial predicted before it was measured, by "
+            "the model fitted on the trials before it): Spearman rank correlation of predicted and measured "
+            f"latency {_rho(quality['spearman'])}; top-{int(quality['k'])} recall "
+            f"{quality['recall']:.2f} (the share of the {int(quality['k'])} fastest trials that are among the "
+            f"{int(quality['k'])} predicted fastest).",
+            "",
+        ]
+    if folds is not None:
+        n, k = int(folds["trials"]), int(folds["k"])
+        recall = "-" if folds["recall"] is None else f"{folds['recall']:.2f}"
+        lines += [
+            f"Out of fold, after the search ({int(folds['folds'])} folds of the {n} ok trials, each predicted by "
+            "a model of the run's kind fitted on the other folds and the cutoff trials): Spearman "
+            f"{_rho(folds['spearman'])}; top-{k} recall {recall}. Each trial above was predicted by a model that "
+            "had seen only the rounds before it, and the model chose most of them as the fastest it predicted: "
+            "out of fold it has seen the whole run, so this figure says how well the features order this "
+            "workload's schedules.",
+            "",
+        ]
+    return lines
+
+
+def _rho(value: float | None) -> str:
+    return "-" if value is None or math.isnan(value) else f"{value:.2f}"
 
 
 def run_lines(run: dict[str, Any]) -> list[str]:
@@ -216,7 +233,7 @@ def write_report(directory: str | os.PathLike[str]) -> Path:
     else:
         md += ["The run has not finished: there is no `best.json` yet.", ""]
     md += ["## Trials", "", "```text", summary(df), "```", "", *_noise_lines(df), *_importance_lines(df)]
-    md += _cost_model_lines(df)
+    md += _cost_model_lines(df, best)
     if best is not None:
         md += ["## Best schedule (trace)", "", "```json", trace_text(best["trace"]), "```", ""]
         md += ["Lowered IR: [best_ir.txt](best_ir.txt); kernel: [best_kernel.py](best_kernel.py).", ""]

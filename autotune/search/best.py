@@ -12,8 +12,9 @@ default from the same call. Files written to the output directory:
 - ``best.json``: the trace (loadable by ``autotune show/check --trace``),
   knobs, figures of the best and of the default (each with the ``node`` that
   re-measured it), speedup, memory ratio, what is needed to rebuild it
-  (workload, pools, planner, seed) and the run's record (``run``: start and end
-  time, config fingerprint, machine, package versions);
+  (workload, pools, planner, seed), the cost model's kind and its figures out of
+  fold on the run's trials (``cost_model``), and the run's record (``run``: start
+  and end time, config fingerprint, machine, package versions);
 - ``best_ir.txt``: the lowered IR of the best schedule;
 - ``best_kernel.py``: its generated kernel source.
 """
@@ -21,6 +22,7 @@ default from the same call. Files written to the output directory:
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from collections import Counter
 from collections.abc import Sequence
@@ -164,8 +166,16 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
 
-def finish(cfg: RunConfig, wl: Workload, records: Sequence[TrialRecord], executor: Executor) -> TuneResult:
-    """Re-measure the top trials and the default schedule; write best.json, best_ir.txt, best_kernel.py."""
+def finish(
+    cfg: RunConfig,
+    wl: Workload,
+    records: Sequence[TrialRecord],
+    executor: Executor,
+    cross_validated: dict[str, float] | None = None,
+) -> TuneResult:
+    """Re-measure the top trials and the default schedule; write best.json, best_ir.txt, best_kernel.py.
+    ``cross_validated``: the cost model scored out of fold on the run's trials
+    (:meth:`~autotune.search.rounds.Search.cross_validated`), best.json's ``cost_model``."""
     top = top_trials(records)
     if not top:
         counts = ", ".join(f"{n} {s}" for s, n in sorted(Counter(r.status for r in records).items()))
@@ -201,7 +211,7 @@ def finish(cfg: RunConfig, wl: Workload, records: Sequence[TrialRecord], executo
         memory_ratio=_ratio(dfig.peak_bytes, fig.peak_bytes) if dfig.peak_bytes else None,
         output=Path(cfg.output),
     )
-    _write(cfg, wl, result, top, figs, fits)
+    _write(cfg, wl, result, top, figs, fits, cross_validated)
     return result
 
 
@@ -221,7 +231,13 @@ def run_record(cfg: RunConfig) -> dict[str, Any]:
 
 
 def _write(
-    cfg: RunConfig, wl: Workload, result: TuneResult, top: list[TrialRecord], figs: list[Figures], fits: bool
+    cfg: RunConfig,
+    wl: Workload,
+    result: TuneResult,
+    top: list[TrialRecord],
+    figs: list[Figures],
+    fits: bool,
+    cross_validated: dict[str, float] | None,
 ) -> None:
     out = Path(cfg.output)
     best = result.best
@@ -248,6 +264,12 @@ def _write(
         "remeasure": {
             "rounds": REMEASURE_ROUNDS,
             "candidates": [{"trial": r.trial, **f.to_json()} for r, f in zip(top, figs)],
+        },
+        "cost_model": {
+            "kind": cfg.search.cost_model,
+            "cross_validated": None if cross_validated is None else {
+                k: None if math.isnan(v) else v for k, v in cross_validated.items()
+            },
         },
         "run": run_record(cfg),
         "target": Target.host().to_json(),

@@ -11,6 +11,10 @@ is then fitted on every row, with those figures in the file::
     rows = [log_rows("runs/chain_a"), log_rows("runs/chain_b")]
     model, held_out = train(rows, holdout=0.25, seed=0)
     save_model(model, "model.json", {"trained_on": ..., "held_out": ...})
+
+:func:`cross_validated` scores a model on one run's own trials, out of fold: how well a model of
+the run's kind, fitted on the rest of the run, orders trials it was not fitted on (``best.json``'s
+``cost_model`` and the report's "Cost model" section).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +36,7 @@ from ..memory import Pool
 from ..schedule import Schedule
 from ..workloads import Workload
 from . import candidates as cand
-from .cost_model import XGBoostModel
+from .cost_model import CostModel, XGBoostModel
 from .features import FEATURE_NAMES, feature_vector, features
 from .log import RUN_LOG_NAME, load, load_sessions
 from .rank_scores import TOP_SHARE, spearman, top_k, top_k_recall
@@ -39,8 +44,8 @@ from .records import TIMED_TRIAL_STATUSES, TrialRecord
 from .target import Target
 
 __all__ = [
-    "TOP_SHARE", "HeldOut", "LogRows", "RunSetup", "log_rows", "lower_trial", "run_setup", "timed_records", "top_k",
-    "train", "trial_features",
+    "CV_FOLDS", "TOP_SHARE", "HeldOut", "LogRows", "RunSetup", "cross_validated", "log_rows", "lower_trial",
+    "run_setup", "timed_records", "top_k", "train", "trial_features",
 ]  # fmt: skip
 
 
@@ -198,3 +203,56 @@ def _fit(logs: list[LogRows], rows: list[np.ndarray], seed: int) -> XGBoostModel
     model = XGBoostModel(seed=seed)
     model.fit(X, y, groups)
     return model
+
+
+CV_FOLDS = 4
+"""Folds of :func:`cross_validated`: each fold's model is fitted on three quarters of the run."""
+
+
+def cross_validated(
+    make: Callable[[], CostModel],
+    X: np.ndarray,
+    y: np.ndarray,
+    ok: np.ndarray,
+    folds: int = CV_FOLDS,
+    seed: int = 0,
+) -> dict[str, float] | None:
+    """``{"trials", "folds", "spearman", "recall", "k"}``: a model scored on one run's trials it was
+    not fitted on. The ``ok`` rows of ``X`` (latencies ``y``, ms) are dealt into ``folds`` seeded
+    folds; each fold is predicted by a new model (``make()``) fitted on every other timed row (the
+    other folds' ok rows and every row that is not ok, a cutoff trial's latency as it was
+    recorded), and the out-of-fold predictions are scored against the measured latencies
+    (:func:`~autotune.search.rank_scores.spearman`, :func:`~autotune.search.rank_scores.top_k_recall`).
+
+    Unlike the search's own predictions (each trial predicted before it was measured, from the
+    rounds before it), every fold's model has seen trials from the whole run, so the figure says
+    how well the features and the model order this workload's schedules, not how well the model
+    guessed ahead of the search. None with fewer than ``2 * folds`` ok rows, or when a fold's model
+    is not ready or does not predict milliseconds."""
+    if folds < 2:
+        raise ValueError(f"cross_validated: expected 2 or more folds, got {folds}")
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    ok = np.asarray(ok, dtype=bool)
+    if not (len(X) == len(y) == len(ok)):
+        raise ValueError(f"cross_validated: {len(X)} rows, {len(y)} latencies, {len(ok)} ok flags")
+    scored = np.flatnonzero(ok)
+    if len(scored) < 2 * folds:
+        return None
+    order = np.random.default_rng(seed).permutation(scored)
+    predicted = np.empty(len(y), dtype=np.float64)
+    for part in np.array_split(order, folds):
+        rest = np.setdiff1d(np.arange(len(y)), part)
+        model = make()
+        model.fit(X[rest], y[rest])
+        if not (model.ready and model.predicts_ms):
+            return None
+        predicted[part] = model.predict(X[part])
+    k = top_k(len(scored))
+    return {
+        "trials": float(len(scored)),
+        "folds": float(folds),
+        "spearman": spearman(predicted[scored], y[scored]),
+        "recall": top_k_recall(predicted[scored], y[scored], k),
+        "k": float(k),
+    }

@@ -61,6 +61,7 @@ from ..schedule import Schedule
 from ..workloads import Workload
 from . import candidates as cand
 from .cost_model import CostModel
+from .cost_model_train import cross_validated
 from .executors import Executor
 from .features import FEATURE_NAMES, feature_vector, features
 from .log import TrialLog
@@ -147,6 +148,7 @@ class Search:
         # the rows of ``rows`` as a set: the model's picks skip programs it has timed
         self.timed_rows: set[tuple[float, ...]] = set()
         self.times: list[float] = []
+        self.row_ok: list[bool] = []  # per row of ``rows``: an ok trial (else a cutoff one)
         self.best_ms: float | None = None  # the best ok median so far (sets the cutoff)
         self.fits: dict[str, _Fit] = {}  # by trace key: candidates lowered within the memory, not yet logged
         self.keys: dict[tuple[tuple[str, Any], ...], str] = {}  # knobs applied -> their trace key
@@ -205,6 +207,7 @@ class Search:
                 self.rows.append(row)
                 self.timed_rows.add(tuple(row))
                 self.times.append(record.median_ms)
+                self.row_ok.append(record.ok)
         best = self.best_ms
         failed = sum(n for s, n in self.counts.items() if s not in ("ok", "cutoff", "infeasible", "invalid"))
         self.bar.set_postfix_str(
@@ -427,6 +430,12 @@ class Search:
         for c in feasible:
             if c.key not in measured:
                 outcomes.extend(Outcome(None, p) for p in (c.proposal, *twins.pop(c.key, [])))
+
+    def cross_validated(self, make: Callable[[], CostModel]) -> dict[str, float] | None:
+        """The model kind ``make`` builds, scored out of fold on this search's timed trials
+        (:func:`~autotune.search.cost_model_train.cross_validated`, seeded with ``search.seed``)."""
+        y = np.asarray(self.times, dtype=float)
+        return cross_validated(make, _matrix(self.rows), y, np.asarray(self.row_ok), seed=self.cfg.search.seed)
 
     def close(self) -> None:
         self.bar.close()

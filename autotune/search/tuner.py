@@ -123,7 +123,10 @@ def tune(
             finally:
                 search.close()
             with clock("finish"), writing_results(output):  # best.json, best_ir.txt, best_kernel.py
-                result = finish(cfg, wl, list(log.records), executor)
+                quality = search.cross_validated(
+                    lambda: make_cost_model(cfg.search.cost_model, cfg.search.seed, cfg.search.pretrained)
+                ) if model.ranks else None  # fmt: skip
+                result = finish(cfg, wl, list(log.records), executor, quality)
                 end_session(log)
     except AutotuneError:
         if report is not None and (output / LOG_NAME).exists():

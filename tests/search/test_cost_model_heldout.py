@@ -90,10 +90,13 @@ def test_the_table_counts_the_logs_at_or_above_the_goal(heldout: Any) -> None:
     row = {
         "log": "x/y", "workload": "y", "ok": 10, "skipped": 0, "noisy": 3, "logged": None, "estimate": 0.5,
         "estimate_steady": 0.75,
-        "after": {"prequential": {"spearman": 0.7, "recall": 0.5, "trials": 8.0}, "leave_one_out": 0.2},
+        "after": {
+            "prequential": {"spearman": 0.7, "recall": 0.5, "trials": 8.0}, "leave_one_out": 0.2,
+            "out_of_fold": {"spearman": 0.9},
+        },
     }  # fmt: skip
     lines = heldout.table([row], ["after"])
-    assert lines[2] == "| x/y | y | 10 | 0 | 3 | - | 0.50 | 0.75 | 0.70 (8) | 0.50 | 0.20 |"
+    assert lines[2] == "| x/y | y | 10 | 0 | 3 | - | 0.50 | 0.75 | 0.70 (8) | 0.50 | 0.20 | 0.90 |"
     assert "(1 of 1 >= 0.6)" in lines[3]
 
 
@@ -152,16 +155,33 @@ def test_what_a_variant_fits_on_and_what_is_scored(heldout: Any) -> None:
 
 
 def test_the_summary_counts_the_logs_each_variant_moves(heldout: Any) -> None:
-    def variant(spearman: float | None, loo: float) -> dict[str, Any]:
-        return {"prequential": None if spearman is None else {"spearman": spearman}, "leave_one_out": loo}
+    def variant(spearman: float | None, loo: float, oof: float | None = None) -> dict[str, Any]:
+        return {
+            "prequential": None if spearman is None else {"spearman": spearman}, "leave_one_out": loo,
+            "out_of_fold": None if oof is None else {"spearman": oof},
+        }  # fmt: skip
 
     rows = [
-        {"log": "a", "x": variant(0.7, 0.1), "after": variant(0.5, 0.3)},
-        {"log": "b", "x": variant(0.2, 0.8), "after": variant(0.6, 0.6)},
-        {"log": "c", "x": variant(None, math.nan), "after": variant(0.4, 0.2)},
+        {"log": "a", "x": variant(0.7, 0.1), "after": variant(0.5, 0.3, 0.7)},
+        {"log": "b", "x": variant(0.2, 0.8), "after": variant(0.6, 0.6, 0.5)},
+        {"log": "c", "x": variant(None, math.nan), "after": variant(0.4, 0.2, 0.8)},
     ]
     lines = heldout.summary(rows, ["x", "after"])
     assert lines[2:] == [
-        "| `x` | 0.45 | 0.45 | 1 of 3 | 1 / 1 | 0.45 | 0.45 | 1 of 3 |",
-        "| `after` | 0.50 | 0.50 | 1 of 3 | 0 / 0 | 0.30 | 0.37 | 1 of 3 |",
+        "| `x` | 0.45 | 0.45 | 1 of 3 | 1 / 1 | 0.45 | 0.45 | 1 of 3 | - | 0 of 3 |",
+        "| `after` | 0.50 | 0.50 | 1 of 3 | 0 / 0 | 0.30 | 0.37 | 1 of 3 | 0.70 | 2 of 3 |",
     ]
+
+
+def test_out_of_fold_scores_each_ok_trial_by_a_model_fitted_on_the_rest(heldout: Any) -> None:
+    """Eight ok trials and a cutoff one in four folds: each model is fitted on the other six ok
+    trials and the cutoff one; a variant fitted on other labels than the medians gets no figure."""
+    trials = [("ok", x, ms) for x, ms in [(1, 1), (2, 3), (3, 2), (4, 4), (5, 6), (6, 5), (7, 7), (8, 8)]]
+    a = log(heldout, "a", [[*trials, ("cutoff", 9.0, 30.0)]])
+    Echo.fits = []
+    quality = heldout.out_of_fold(a, heldout.Variant(lambda seed: Echo(seed), ("x",), "echo"))
+    assert Echo.fits == [7, 7, 7, 7]
+    assert quality["trials"] == 8.0 and quality["spearman"] == pytest.approx(
+        spearman(range(1, 9), [1, 3, 2, 4, 6, 5, 7, 8])
+    )
+    assert heldout.out_of_fold(a, heldout.Variant(lambda seed: Echo(seed), ("x",), "echo", heldout.min_labels)) is None

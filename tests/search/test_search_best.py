@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -19,9 +20,11 @@ from autotune import files as files_module
 from autotune.config import RunConfig, load_config, load_workload
 from autotune.measure.result import MeasureResult
 from autotune.measure.task import MeasureTask
+from autotune.report import write_report
 from autotune.schedule import Schedule
 from autotune.search.best import REMEASURE_ROUNDS, finish
 from autotune.search.executors import Executor
+from autotune.search.log import TrialLog
 from autotune.search.records import TrialRecord
 from autotune.workloads import Workload
 
@@ -74,6 +77,27 @@ def test_finish_writes_the_best_and_its_companions(run: tuple[RunConfig, Workloa
     assert "T.prim_func" in (cfg.output / "best_ir.txt").read_text(encoding="utf-8")
     assert (cfg.output / "best_kernel.py").stat().st_size > 0
     assert sorted(p.name for p in cfg.output.iterdir()) == ["best.json", "best_ir.txt", "best_kernel.py"]
+    assert best["cost_model"] == {"kind": "none", "cross_validated": None}
+
+
+def test_the_cost_models_out_of_fold_figures_go_to_best_json_and_the_report(
+    run: tuple[RunConfig, Workload],
+) -> None:
+    cfg, wl = run
+    records = [trial(wl, 0, 4), trial(wl, 1, 2)]
+    with TrialLog(cfg.output / "trials.jsonl") as log:
+        for r in records:
+            log.append(r)
+    quality = {"trials": 40.0, "folds": 4.0, "spearman": 0.6875, "recall": math.nan, "k": 4.0}
+    finish(cfg, wl, records, MadeUp(), quality)
+    best = json.loads((cfg.output / "best.json").read_text(encoding="utf-8"))
+    assert best["cost_model"]["cross_validated"] == {**quality, "recall": None}  # NaN is not JSON
+    report = write_report(cfg.output).read_text(encoding="utf-8")
+    assert (
+        "Out of fold, after the search (4 folds of the 40 ok trials, each predicted by a model of the run's "
+        "kind fitted on the other folds and the cutoff trials): Spearman 0.69; top-4 recall -."
+    ) in report
+    assert "held-out trials (each ok trial predicted before it was measured" not in report  # none logged
 
 
 def test_a_failed_rewrite_of_best_json_keeps_the_previous_one(

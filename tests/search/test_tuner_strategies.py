@@ -3,6 +3,7 @@ and a config names its strategy (or is refused with the file, field and the know
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,14 @@ def test_each_strategy_tunes_and_resumes(tmp_path: Path, search: dict[str, Any])
     assert len([r for r in after if r.status != "infeasible"]) == 8
     assert len({identity(r) for r in after}) == len(after)
     assert executor.calls == sum(1 for r in after[4:] if r.status not in ("infeasible", "invalid"))
+    # the model scored out of fold on the resumed run's trials (the first 4 lowered again)
+    folds = json.loads((cfg.output / "best.json").read_text(encoding="utf-8"))["cost_model"]
+    ok = sum(r.status == "ok" for r in after)
+    assert folds["kind"] == search["cost_model"]
+    if search["cost_model"] == "none" or ok < 8:
+        assert folds["cross_validated"] is None
+    else:
+        assert folds["cross_validated"]["trials"] == ok and folds["cross_validated"]["folds"] == 4
 
 
 @pytest.mark.parametrize("strategy", ["random", "evolutionary"])
