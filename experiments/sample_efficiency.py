@@ -2,7 +2,7 @@
 
     .venv/bin/python experiments/sample_efficiency.py [--workloads W ...] [--strategies S ...]
         [--trials 64] [--seeds 0 1 2] [--workers 1] [--runs DIR] [--output DIR] [--train-logs GLOB ...]
-        [--referee-rounds 5]
+        [--referee-rounds 5] [--train-runs STRATEGY]
 
 Options:
 
@@ -34,6 +34,12 @@ Options:
 - ``--train-logs GLOB ...`` (default ``results/*/trials.jsonl results/*/*/trials.jsonl``, relative
   to the repository): the logs a pretrained model may be trained on; logs under ``--runs`` never
   are, so the training set does not grow with this experiment's own runs.
+
+- ``--train-runs STRATEGY`` (default none): the pretrained models are also trained on the runs of
+  ``STRATEGY`` under ``--runs`` (``DIR/<workload>/<STRATEGY>-s<seed>/``, every seed), of the other
+  workloads: on a host with no earlier logs, a user who tuned other chains there first. Those runs
+  are made (or read) for every workload before any model is trained, so each model sees the same
+  finished logs whichever workload comes first.
 
 The pretrained model of a workload is trained once, when ``DIR/<workload>/pretrained_model.json``
 does not exist (delete it to train again), by :func:`autotune.search.cost_model_train.train` (what
@@ -173,13 +179,14 @@ class Log:
     reason: str = ""
 
 
-def find_logs(patterns: list[str], runs: Path, host: dict[str, Any]) -> list[Log]:
+def find_logs(patterns: list[str], runs: Path | None, host: dict[str, Any]) -> list[Log]:
     """The run directories of the logs matching ``patterns`` (relative to the repository), but
-    those under ``runs``, each with its workload and whether it was timed on ``host``'s CPU."""
+    those under ``runs`` (None: none left out), each with its workload and whether it was timed on
+    ``host``'s CPU."""
     found = {Path(p).resolve().parent for pat in patterns for p in glob.glob(str(REPO / pat))}
     logs = []
     for d in sorted(found):
-        if d.is_relative_to(runs.resolve()):
+        if runs is not None and d.is_relative_to(runs.resolve()):
             continue
         try:
             key: str | None = run_setup(d).key
@@ -657,7 +664,7 @@ def command(args: argparse.Namespace) -> str:
         f"--workloads {' '.join(args.workloads)} --strategies {' '.join(args.strategies)} --trials {args.trials} "
         f"--seeds {' '.join(map(str, args.seeds))} --workers {args.workers} --runs {rel(args.runs)} "
         f"--output {rel(args.output)} --train-logs {' '.join(repr(g) for g in args.train_logs)} "
-        f"--referee-rounds {args.referee_rounds}"
+        f"--referee-rounds {args.referee_rounds}" + (f" --train-runs {args.train_runs}" if args.train_runs else "")
     )
 
 
@@ -672,10 +679,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--output", type=Path, default=REPO / "results")
     p.add_argument("--train-logs", nargs="+", default=TRAIN_LOGS, metavar="GLOB")
     p.add_argument("--referee-rounds", type=int, default=REMEASURE_ROUNDS)
+    p.add_argument("--train-runs", choices=[s for s in STRATEGIES if s != "pretrained"], default=None)
     args = p.parse_args(argv)
     load = {"start": list(os.getloadavg())}
     host = machine()
     logs = find_logs(args.train_logs, args.runs, host) if "pretrained" in args.strategies else []
+    if args.train_runs and "pretrained" in args.strategies:
+        for wl in args.workloads:  # every workload's, before any model is trained
+            for seed in args.seeds:
+                print(f"{wl} {args.train_runs} seed {seed} (to train on)", file=sys.stderr, flush=True)
+                run_one(configure(wl, args.train_runs, seed, args, None), wl, args.train_runs, seed, {})
+        pattern = f"{rel(args.runs)}/*/{args.train_runs}-s*/trials.jsonl"
+        logs += find_logs([pattern], None, host)
     cache: dict[Path, LogRows] = {}
     runs, models, referees = [], {}, {}
     for wl in args.workloads:
