@@ -74,7 +74,9 @@ keep the fastest, as :func:`autotune.search.best.finish` does) and whose search 
 the rounds' medians; :func:`referee`, written to ``DIR/<workload>/referee.json`` and read from there
 while it holds the same schedules and rounds). A run's trials to 5% by the referee are the measured
 trials after which one of its top 5 so far is within 5% of the fastest re-timed schedule
-(:func:`refereed`); the report gives both judges, the plot the referee's curves.
+(:func:`refereed`); the report gives both judges, the plot the referee's curves, and how alike
+two of the referee's rounds rank its schedules (:func:`round_agreement`: the timings' own
+reliability among schedules this close, which bounds any cost model's rank correlation with them).
 
 Figures, from each run's ``trials.jsonl``: the best ``ok`` median so far after each measured trial
 (every status but ``infeasible`` uses the budget); the best latency any run of the workload in the
@@ -95,6 +97,7 @@ import dataclasses
 import datetime as dt
 import glob
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -117,6 +120,7 @@ from autotune.search.cost_model_file import save_model
 from autotune.search.cost_model_train import LogRows, log_rows, run_setup, train
 from autotune.search.executors.local_executor import LocalExecutor
 from autotune.search.log import load, load_sessions
+from autotune.search.rank_scores import spearman
 from autotune.search.records import TrialRecord, config_fields, fingerprint, machine
 from autotune.search.tuner import tune
 
@@ -563,6 +567,24 @@ def verdict_lines(v: dict[str, Any], judge: str) -> list[str]:
     return [line, ""]
 
 
+def round_agreement(ref: dict[str, Any]) -> tuple[float, float, float] | None:
+    """How alike the referee's rounds rank its schedules: Spearman of two rounds' medians over the
+    schedules timed ok in every round, ``(mean, min, max)`` over the pairs of rounds (None: fewer
+    than 3 such schedules or 2 rounds). One round is one timing, as a search times a trial, so a
+    model's rank correlation with a search's timings of schedules this close cannot be expected to
+    exceed about the square root of this mean (the timings' reliability, in the sense of test
+    theory) even if it knew each schedule's true latency."""
+    rounds = [v for v in ref.get("rounds_ms", {}).values() if v and all(x is not None for x in v)]
+    if len(rounds) < 3 or len({len(v) for v in rounds}) != 1 or len(rounds[0]) < 2:
+        return None
+    pairs = [
+        spearman([v[i] for v in rounds], [v[j] for v in rounds])
+        for i, j in itertools.combinations(range(len(rounds[0])), 2)
+    ]
+    pairs = [p for p in pairs if not math.isnan(p)]
+    return (statistics.fmean(pairs), min(pairs), max(pairs)) if pairs else None
+
+
 def referee_line(s: dict[str, Any]) -> str:
     ref = s["referee"]
     load = ", ".join(f"{v:.2f}" for v in ref["load_average"]["start"])
@@ -577,6 +599,12 @@ def referee_line(s: dict[str, Any]) -> str:
         f"for the median schedule, at most {max(spreads):.0%}."
         if spreads else ""
     )  # fmt: skip
+    agree = round_agreement(ref)
+    if agree is not None:
+        spread += (
+            f" Two rounds rank the schedules alike by Spearman {agree[0]:.2f} on average ({agree[1]:.2f} to "
+            f"{agree[2]:.2f} over the pairs of rounds)."
+        )
     busy = sum(map(is_contended, ref.get("contended", {}).values()))
     if busy:
         spread += (
