@@ -4,7 +4,8 @@
         [--variants before after] [--cache DIR] [--output results]
 
 Every log of a finished run (one with a ``best.json``) under ``results/builtins_64/*``,
-``results/generality/*`` and ``results/sample_efficiency_runs/**`` (or ``--logs``) is read with the
+``results/generality/*``, ``results/sample_efficiency_runs/**`` and
+``results/sample_efficiency_runs_rocketlake/**`` (or ``--logs``) is read with the
 current code: each timed trial (``ok`` or ``cutoff``: what the tuner
 fits its model on) is replayed on the run's workload, lowered with its pools, planner and seed as
 the tuner lowered it, and turned into features (:mod:`autotune.search.cost_model_train`). Lowered
@@ -88,6 +89,7 @@ LOG_GLOBS = (
     "results/builtins_64/*/trials.jsonl",
     "results/generality/*/trials.jsonl",
     "results/sample_efficiency_runs/**/trials.jsonl",
+    "results/sample_efficiency_runs_rocketlake/**/trials.jsonl",
 )
 MIN_OK = 8
 """Logs with fewer ok trials that replay are left out (a run still under way, or one that failed)."""
