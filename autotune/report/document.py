@@ -183,10 +183,14 @@ def _cost_model_lines(df: Any, best: dict[str, Any] | None) -> list[str]:
         lines += [
             f"Out of fold, after the search ({int(folds['folds'])} folds of the {n} ok trials, each predicted by "
             "a model of the run's kind fitted on the other folds and the cutoff trials): Spearman "
-            f"{_rho(folds['spearman'])}; top-{k} recall {recall}. Each trial above was predicted by a model that "
-            "had seen only the rounds before it, and the model chose most of them as the fastest it predicted: "
-            "out of fold it has seen the whole run, so this figure says how well the features order this "
-            "workload's schedules.",
+            f"{_rho(folds['spearman'])}; top-{k} recall {recall}."
+            + (
+                " Each trial above was predicted by a model that had seen only the rounds before it, and the "
+                "model chose most of them as the fastest it predicted: out of fold it has seen the whole run, "
+                "so this figure says how well the features order this workload's schedules."
+                if quality is not None
+                else ""
+            ),
             "",
         ]
     return lines

@@ -98,6 +98,7 @@ def test_the_cost_models_out_of_fold_figures_go_to_best_json_and_the_report(
         "kind fitted on the other folds and the cutoff trials): Spearman 0.69; top-4 recall -."
     ) in report
     assert "held-out trials (each ok trial predicted before it was measured" not in report  # none logged
+    assert "Each trial above" not in report  # nothing above to compare with
 
 
 def test_a_failed_rewrite_of_best_json_keeps_the_previous_one(
