@@ -60,7 +60,7 @@ from ..errors import ScheduleError
 from ..schedule import Schedule
 from ..workloads import Workload
 from . import candidates as cand
-from .cost_model import CostModel
+from .cost_model import CostModel, make_cost_model
 from .cost_model_train import cross_validated
 from .executors import Executor
 from .features import FEATURE_NAMES, feature_vector, features
@@ -431,11 +431,19 @@ class Search:
             if c.key not in measured:
                 outcomes.extend(Outcome(None, p) for p in (c.proposal, *twins.pop(c.key, [])))
 
-    def cross_validated(self, make: Callable[[], CostModel]) -> dict[str, float] | None:
-        """The model kind ``make`` builds, scored out of fold on this search's timed trials
-        (:func:`~autotune.search.cost_model_train.cross_validated`, seeded with ``search.seed``)."""
+    def cross_validated(self) -> dict[str, float] | None:
+        """The run's kind of model (``search.cost_model``, from its ``pretrained`` file if any),
+        scored out of fold on this search's timed trials
+        (:func:`~autotune.search.cost_model_train.cross_validated`, seeded with ``search.seed``);
+        None for a model that does not rank."""
+        if not self.model.ranks:
+            return None
+        s = self.cfg.search
         y = np.asarray(self.times, dtype=float)
-        return cross_validated(make, _matrix(self.rows), y, np.asarray(self.row_ok), seed=self.cfg.search.seed)
+        return cross_validated(
+            lambda: make_cost_model(s.cost_model, s.seed, s.pretrained), _matrix(self.rows), y,
+            np.asarray(self.row_ok), seed=s.seed,
+        )  # fmt: skip
 
     def close(self) -> None:
         self.bar.close()

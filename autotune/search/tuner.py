@@ -123,10 +123,7 @@ def tune(
             finally:
                 search.close()
             with clock("finish"), writing_results(output):  # best.json, best_ir.txt, best_kernel.py
-                quality = search.cross_validated(
-                    lambda: make_cost_model(cfg.search.cost_model, cfg.search.seed, cfg.search.pretrained)
-                ) if model.ranks else None  # fmt: skip
-                result = finish(cfg, wl, list(log.records), executor, quality)
+                result = finish(cfg, wl, list(log.records), executor, search.cross_validated())
                 end_session(log)
     except AutotuneError:
         if report is not None and (output / LOG_NAME).exists():
