@@ -3,6 +3,7 @@
     .venv/bin/python experiments/sample_efficiency.py [--workloads W ...] [--strategies S ...]
         [--trials 64] [--seeds 0 1 2] [--workers 1] [--runs DIR] [--output DIR] [--train-logs GLOB ...]
         [--referee-rounds 5] [--train-runs STRATEGY]
+        [--baseline DIR] [--baseline-strategies S ...]
 
 Options:
 
@@ -59,6 +60,14 @@ a model trained on other workloads ranks by the roofline estimate's line alone (
 there, its trees counting 0), in the same order as ``evolutionary``'s model from scratch: the two
 can differ only from the first fit on (the second round, as a rule), when the run's trees are
 boosted on top of the pretrained ones.
+
+- ``--baseline DIR`` (default none): the finished runs of the same workloads and seeds, and of the
+  strategies ``--baseline-strategies`` names (default: every one of ``--strategies``), under another
+  runs directory (made, as a rule, by another version of the project: the runs'
+  fingerprint is of their config, not of the code), read and never run again, judged by this
+  invocation's referee beside its own runs and reported as ``<strategy>@<DIR's name>``. Two
+  versions of the search compared in one invocation are timed by one referee, in one session; a
+  missing or unfinished baseline run stops the invocation, naming it, before any run is made.
 
 - ``--referee-rounds`` (default 5, :data:`autotune.search.best.REMEASURE_ROUNDS`; 0: no referee):
   the rounds of the referee's re-timing (below).
@@ -276,6 +285,24 @@ def finished(cfg: RunConfig, model_sha: str | None) -> bool:
         and starts[-1].get("trials") == cfg.search.trials
         and wall.get("pretrained_sha256") == model_sha
     )
+
+
+def baseline_config(
+    wl: str, strategy: str, seed: int, args: argparse.Namespace
+) -> tuple[RunConfig, str | None]:
+    """The config of the ``--baseline`` run of ``wl``, ``strategy`` and ``seed``, with the sha256
+    of its pretrained model (None without one); SystemExit naming the run when it is not finished
+    there (:func:`finished`), so that no baseline run is ever made or removed."""
+    base = argparse.Namespace(**{**vars(args), "runs": args.baseline})
+    model = (args.baseline / wl / MODEL_NAME).resolve() if strategy == "pretrained" else None
+    cfg = configure(wl, strategy, seed, base, model)
+    sha = sha256(model) if model is not None and model.is_file() else None
+    if (strategy == "pretrained" and sha is None) or not finished(cfg, sha):
+        raise SystemExit(
+            f"--baseline {rel(args.baseline)}: {rel(cfg.output)} is not a finished run of {wl}, "
+            f"{strategy}, seed {seed} with {args.trials} trials (its model: {MODEL_NAME} beside it)"
+        )
+    return cfg, sha
 
 
 def run_one(cfg: RunConfig, wl: str, strategy: str, seed: int, traces: dict[str, str]) -> dict[str, Any]:
@@ -499,7 +526,9 @@ def plot(summary: dict[str, Any], path: Path) -> None:
             curve = r["referee"]["curve"] if judged else r["curve"]
             xs = [k + 1 for k, v in enumerate(curve) if v is not None]
             ys = [v / base for v in curve if v is not None]
-            ax.step(xs, ys, where="post", color=COLOURS.get(r["strategy"], "C4"),
+            # a baseline run: its strategy's colour, paler
+            strategy, _, baseline = r["strategy"].partition("@")
+            ax.step(xs, ys, where="post", color=COLOURS.get(strategy, "C4"), alpha=0.45 if baseline else 1.0,
                     label=f"{r['strategy']} s{r['seed']}", linestyle=styles[r["seed"] % len(styles)])  # fmt: skip
         ax.axhline(WITHIN, color="0.5", linestyle=":", linewidth=1)
         ax.set_yscale("log")
@@ -692,7 +721,14 @@ def command(args: argparse.Namespace) -> str:
         f"--workloads {' '.join(args.workloads)} --strategies {' '.join(args.strategies)} --trials {args.trials} "
         f"--seeds {' '.join(map(str, args.seeds))} --workers {args.workers} --runs {rel(args.runs)} "
         f"--output {rel(args.output)} --train-logs {' '.join(repr(g) for g in args.train_logs)} "
-        f"--referee-rounds {args.referee_rounds}" + (f" --train-runs {args.train_runs}" if args.train_runs else "")
+        f"--referee-rounds {args.referee_rounds}"
+        + (f" --train-runs {args.train_runs}" if args.train_runs else "")
+        + (f" --baseline {rel(args.baseline)}" if args.baseline else "")
+        + (
+            f" --baseline-strategies {' '.join(args.baseline_strategies)}"
+            if args.baseline and args.baseline_strategies
+            else ""
+        )
     )
 
 
@@ -708,10 +744,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--train-logs", nargs="+", default=TRAIN_LOGS, metavar="GLOB")
     p.add_argument("--referee-rounds", type=int, default=REMEASURE_ROUNDS)
     p.add_argument("--train-runs", choices=[s for s in STRATEGIES if s != "pretrained"], default=None)
+    p.add_argument("--baseline", type=Path, default=None, metavar="DIR")
+    p.add_argument("--baseline-strategies", nargs="+", default=None, choices=list(STRATEGIES), metavar="S")
     args = p.parse_args(argv)
     load = {"start": list(os.getloadavg())}
     host = machine()
     logs = find_logs(args.train_logs, args.runs, host) if "pretrained" in args.strategies else []
+    baselines = {
+        (wl, strategy, seed): baseline_config(wl, strategy, seed, args)
+        for wl in (args.workloads if args.baseline else [])
+        for seed in args.seeds
+        for strategy in args.baseline_strategies or args.strategies
+    }  # fmt: skip
     if args.train_runs and "pretrained" in args.strategies:
         for wl in args.workloads:  # every workload's, before any model is trained
             for seed in args.seeds:
@@ -734,6 +778,10 @@ def main(argv: list[str] | None = None) -> int:
             for strategy in args.strategies:
                 print(f"{wl} {strategy} seed {seed}", file=sys.stderr, flush=True)
                 runs.append(run_one(configure(wl, strategy, seed, args, model), wl, strategy, seed, traces))
+        for (w, strategy, seed), (cfg, _) in baselines.items():
+            if w == wl:
+                label = f"{strategy}@{args.baseline.name}"
+                runs.append({**run_one(cfg, wl, strategy, seed, traces), "strategy": label})
         if args.referee_rounds > 0:
             cfg = configure(wl, args.strategies[0], 0, args, model)
             mine = [r for r in runs if r["workload"] == wl]

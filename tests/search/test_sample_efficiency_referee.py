@@ -3,6 +3,8 @@ five fastest and when, and the trials a run needs by the re-timed medians."""
 
 from __future__ import annotations
 
+import argparse
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -84,3 +86,16 @@ def test_round_agreement_ranks_the_rounds_against_each_other(se: Any) -> None:
     }}  # fmt: skip
     assert se.round_agreement(ref) == pytest.approx((-1.0 / 3.0, -1.0, 1.0))  # pairs: 1, -1, -1
     assert se.round_agreement({"rounds_ms": {"a": [1.0, 2.0], "b": [2.0, 1.0]}}) is None
+
+
+def test_a_baseline_without_the_finished_run_stops_before_any_run(se: Any, tmp_path: Path) -> None:
+    """``--baseline DIR`` reads runs and never makes one: a missing run is named, and nothing is
+    written under DIR."""
+    args = argparse.Namespace(runs=tmp_path / "runs", baseline=tmp_path / "before", trials=64, workers=1)
+    (tmp_path / "before" / "pool_chain" / "evolutionary-s1").mkdir(parents=True)  # begun, not finished
+    for strategy in ("evolutionary", "pretrained"):
+        missing = rf"{strategy}-s1 is not a finished run of pool_chain, {strategy}, seed 1"
+        with pytest.raises(SystemExit, match=missing):
+            se.baseline_config("pool_chain", strategy, 1, args)
+    assert [p.name for p in (tmp_path / "before").rglob("*")] == ["pool_chain", "evolutionary-s1"]
+    assert not args.runs.exists()

@@ -124,6 +124,41 @@ def test_a_resumed_strategy_learns_the_settings_over_the_memory() -> None:
     assert proposed and not any(resumed.memory.over(p.knobs) for p in proposed)  # type: ignore[attr-defined]
 
 
+def test_a_value_only_infeasible_trials_have_had_is_bred_when_the_scorer_lowers_the_children() -> None:
+    """Two trials with 4 rows per tile were over the memory, both because ``a`` was whole at root:
+    without a scorer the strategy takes every child with 4 rows to be over too (the value-by-value
+    guess), with one (which lowers each child, here ``over``) it breeds them, and the scorer, not
+    the guess, keeps the children over the memory out."""
+
+    def record(n: int, status: str, **values: Any) -> TrialRecord:
+        knobs = complete(SPACE, values)
+        if status == "infeasible":
+            return TrialRecord(n, 0, knobs, status, reason="peak", peak_bytes=1 << 20)
+        ms = latency(dict(knobs))
+        return TrialRecord(n, 0, knobs, "ok", median_ms=ms, min_ms=ms, iqr_ms=0.0, peak_bytes=1024)
+
+    log = [
+        record(0, "ok", tile_rows=2, at_a="tile"),
+        record(1, "ok", tile_rows=1, at_a="tile", vectorize=True),
+        record(2, "infeasible", tile_rows=4, at_a="root"),
+        record(3, "infeasible", tile_rows=4, at_a="root", vectorize=True),
+    ]
+
+    def scorer(assignments: Any) -> np.ndarray:
+        return np.array([np.inf if over(dict(k)) else latency(dict(k)) for k in assignments])
+
+    bred: dict[bool, list[dict[str, Any]]] = {}
+    for scored in (False, True):
+        strategy = make_strategy(settings("evolutionary"), SPACE)
+        strategy.learn([Outcome(r) for r in log])
+        assert strategy.memory.never_fits(complete(SPACE, {"tile_rows": 4, "at_a": "tile"}))  # type: ignore[attr-defined]
+        strategy.score_with(scorer if scored else None)
+        bred[scored] = [p.values() for p in strategy.propose(16) if p.origin == "mutant"]
+    assert bred[False] and not any(k["tile_rows"] == 4 for k in bred[False])
+    assert any(k["tile_rows"] == 4 and k["at_a"] == "tile" for k in bred[True])
+    assert not any(over(k) for k in bred[True])
+
+
 def two_dense_layers() -> Workload:
     """x[8, 16] -> dense to 32 + bias (a stage of its own) -> dense to 16 with relu on its input."""
     x = te.placeholder((8, 16), "float32", name="x")

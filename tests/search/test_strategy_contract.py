@@ -26,6 +26,7 @@ from autotune.search.strategies import (
     Proposal,
     SearchStrategy,
     complete,
+    evolutionary,
     make_strategy,
 )
 from autotune.search.strategies.evolutionary import GENERATIONS, MIN_PARENTS, POPULATION, RANDOM_SHARE
@@ -230,8 +231,11 @@ def test_evolutionary_breeds_generations_on_the_scorer_before_it_proposes() -> N
     assert predicted == sorted(predicted)  # the best predicted of all generations, best first
 
 
-def test_evolutionary_with_a_scorer_finds_more_than_without() -> None:
-    best: dict[str, list[float]] = {"scorer": [], "none": [], "nan": []}
+def test_evolutionary_with_a_scorer_finds_more_than_without(monkeypatch: pytest.MonkeyPatch) -> None:
+    def never(assignments: Any) -> np.ndarray:
+        raise AssertionError("one generation: nothing is scored")
+
+    best: dict[str, list[float]] = {"scorer": [], "none": [], "nan": [], "one generation": []}
     for seed in range(20):
         for how in best:
             strategy = make_strategy(settings("evolutionary", seed=seed), SPACE)
@@ -239,9 +243,14 @@ def test_evolutionary_with_a_scorer_finds_more_than_without() -> None:
                 strategy.score_with(perfect_scorer)
             elif how == "nan":
                 strategy.score_with(lambda a: np.full(len(a), np.nan))
-            logged = run(strategy, rounds=4)
+            elif how == "one generation":
+                strategy.score_with(never)
+            with monkeypatch.context() as m:
+                if how == "one generation":
+                    m.setattr(evolutionary, "GENERATIONS", 1)
+                logged = run(strategy, rounds=4)
             best[how].append(min(r.median_ms for r in logged if r.ok and r.median_ms is not None))
-    assert best["nan"] == best["none"]  # a model with no order: the first generation as it is
+    assert best["nan"] == best["one generation"]  # a model with no order: the first generation as it is
     optimum = [round(b, 9) == 0.7 for b in best["scorer"]]
     assert sum(optimum) > sum(round(b, 9) == 0.7 for b in best["none"])
     assert sum(best["scorer"]) < sum(best["none"])

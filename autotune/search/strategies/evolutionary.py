@@ -13,11 +13,19 @@
   epsilon share from its random initial population), and all are until :data:`MIN_PARENTS`
   trials are ``ok``;
 - a draw taken to be over the memory is drawn again, up to :data:`~.base.FRESH_TRIES` times: one
-  whose memory knobs (every knob but the loop-only ones) equal those of an ``infeasible`` trial,
-  or that has a memory knob's value that :data:`NEVER_FITS_AFTER` infeasible trials and no
-  feasible one have had (:class:`~autotune.search.feasibility.MemoryVerdicts`). A mutant still
-  taken to be over is left out; a random draw only when it is exactly the setting of an
-  infeasible trial, so that the random share may still try a value that has not fitted yet.
+  whose memory knobs (every knob but the loop-only ones) equal those of an ``infeasible`` trial
+  (:class:`~autotune.search.feasibility.MemoryVerdicts`), and, in a search without the tuner's
+  scorer, one that has a memory knob's value that :data:`NEVER_FITS_AFTER` infeasible trials and
+  no feasible one have had. A mutant still taken to be over is left out; a random draw only when
+  it is exactly the setting of an infeasible trial, so that the random share may still try a
+  value that has not fitted yet. The value-by-value guess stands in for a lowering, so a search
+  whose scorer lowers every child (below) does without it: it blames every value of an
+  infeasible setting, and round 0's random draws are mostly over the memory (346 of bottleneck's
+  384 and 310 of dw_separable's 356 in the runs of ``experiments/sample_efficiency.py`` under
+  ``results/sample_efficiency_runs_rocketlake``), so a value that fits beside the population's
+  other values, and is the fastest one, can be blamed before any feasible draw has it (there:
+  ``regtile_expand`` 8 of bottleneck and ``regtile_dw`` 0 of dw_separable, in the seeds that
+  ended 1.1-1.4x behind the others).
 
 - with the tuner's scorer (:meth:`~.base.SearchStrategy.score_with`: the cost model's prediction
   for an assignment, which the tuner applies and lowers to get it; a search with a model that
@@ -104,7 +112,7 @@ class EvolutionarySearch(SearchStrategy):
     def _draw(self, n: int, rng: np.random.Generator) -> list[tuple[Assignment, str]]:
         population = self.population
         taken: set[Assignment] = set()
-        exact, likely = self.memory.over, self._likely_over
+        exact, likely = self.memory.over, self._taken_over
         randomly = self._within(lambda: random_assignment(self.space, rng), likely)
         if len(population) < MIN_PARENTS:
             return self._kept(self._fresh(n, lambda: (randomly(), "random"), taken), exact)
@@ -143,14 +151,17 @@ class EvolutionarySearch(SearchStrategy):
         """Up to ``n`` fresh children of ``parents`` (best first) not taken to be over the memory."""
         if not parents:
             return []
-        child = self._within(lambda: self._child(parents, rng), self._likely_over)
+        child = self._within(lambda: self._child(parents, rng), self._taken_over)
         return [
-            k for k, _ in self._kept(self._fresh(n, lambda: (child(), "mutant"), taken), self._likely_over)
+            k for k, _ in self._kept(self._fresh(n, lambda: (child(), "mutant"), taken), self._taken_over)
         ]
 
-    def _likely_over(self, knobs: Assignment) -> bool:
-        """Whether a draw is taken to be over the memory (see the module docstring)."""
-        return self.memory.over(knobs) or bool(self.memory.never_fits(knobs, NEVER_FITS_AFTER))
+    def _taken_over(self, knobs: Assignment) -> bool:
+        """Whether a draw is taken to be over the memory: the setting of an infeasible trial, or,
+        without a scorer to lower it, a value only infeasible trials have had (module docstring)."""
+        if self.memory.over(knobs):
+            return True
+        return self.scorer is None and bool(self.memory.never_fits(knobs, NEVER_FITS_AFTER))
 
     def _within(
         self, make: Callable[[], Assignment], over: Callable[[Assignment], bool]
