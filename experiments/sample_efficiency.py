@@ -462,7 +462,10 @@ def trials_to(curve: list[float | None], target: float) -> int | None:
 
 def verdict(runs: list[dict[str, Any]], to_within: Callable[[dict[str, Any]], int | None]) -> dict[str, Any]:
     """Per strategy: the seeds within 5% in at most 64 trials and 180 s of search wall, and the
-    mean trials-to-5% of the seeds that got there; each model-guided strategy's mean over random's.
+    mean trials-to-5% of the seeds that got there; each model-guided strategy's mean over random's
+    (``vs_random``), and, when random missed some seeds and the strategy none, a bound on that ratio
+    (``vs_random_at_most``): each seed random missed counted as needing one trial more than its run
+    measured, so random's mean is at least that and the ratio at most the bound.
     ``to_within``: a run's trials to 5% (by the search's medians or by the referee's)."""
     out: dict[str, Any] = {}
     for strategy in dict.fromkeys(r["strategy"] for r in runs):
@@ -478,10 +481,15 @@ def verdict(runs: list[dict[str, Any]], to_within: Callable[[dict[str, Any]], in
             "mean_trials": statistics.mean(reached) if reached else None,
         }  # fmt: skip
     base = out.get("random", {}).get("mean_trials")
+    randoms = [r for r in runs if r["strategy"] == "random"]
     for strategy in MODEL_GUIDED:
         if strategy in out:
-            mean = out[strategy]["mean_trials"]
-            out[strategy]["vs_random"] = None if base is None or mean is None else mean / base
+            x = out[strategy]
+            mean = x["mean_trials"]
+            x["vs_random"] = None if base is None or mean is None else mean / base
+            if mean is not None and x["reached"] == x["seeds"] and out["random"]["reached"] < len(randoms):
+                at_least = [n if (n := to_within(r)) is not None else len(r["curve"]) + 1 for r in randoms]
+                x["vs_random_at_most"] = mean / statistics.mean(at_least)
     return out
 
 
@@ -583,6 +591,8 @@ def verdict_lines(v: dict[str, Any], judge: str) -> list[str]:
             mean = "-" if x["mean_trials"] is None else f"{x['mean_trials']:.1f}"
             base_mean = "-" if base.get("mean_trials") is None else f"{base['mean_trials']:.1f}"
             ratio = "-" if x.get("vs_random") is None else f"{x['vs_random']:.2f}"
+            if "vs_random_at_most" in x:  # random missed seeds (each counted as one trial past its run)
+                ratio += f", at most {x['vs_random_at_most']:.2f}"
             ratios.append(
                 f"{s} {ratio} ({mean} over {x['reached']} of {x['seeds']} seeds; random {base_mean} "
                 f"over {base.get('reached', 0)} of {base.get('seeds', 0)})"

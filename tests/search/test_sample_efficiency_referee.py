@@ -68,13 +68,36 @@ def test_refereed_counts_the_first_top_schedule_within_the_target(se: Any) -> No
 
 def test_verdict_counts_seeds_within_the_trials_and_the_wall(se: Any) -> None:
     runs = [
-        {"strategy": "random", "wall": {"search_s": 100.0}, "n": None},
+        {"strategy": "random", "wall": {"search_s": 100.0}, "n": None, "curve": [1.0] * 64},
         {"strategy": "evolutionary", "wall": {"search_s": 100.0}, "n": 20},
         {"strategy": "evolutionary", "wall": {"search_s": 200.0}, "n": 30},  # over 180 s
     ]
     v = se.verdict(runs, lambda r: r["n"])
     assert v["random"] == {"seeds": 1, "met": 0, "reached": 0, "mean_trials": None}
-    assert v["evolutionary"] == {"seeds": 2, "met": 1, "reached": 2, "mean_trials": 25.0, "vs_random": None}
+    assert v["evolutionary"] == {
+        "seeds": 2, "met": 1, "reached": 2, "mean_trials": 25.0, "vs_random": None, "vs_random_at_most": 25 / 65,
+    }  # fmt: skip
+
+
+def test_a_strategy_that_always_got_there_is_bounded_against_a_random_that_did_not(se: Any) -> None:
+    """Random missed one seed of two in its 64 trials: its mean is at least (40 + 65) / 2, so a
+    strategy at 21 trials on every seed needs at most 0.4 of random's; one that missed a seed
+    itself has no bound."""
+    runs = [
+        {"strategy": "random", "wall": {"search_s": 9.0}, "n": 40, "curve": [1.0] * 64},
+        {"strategy": "random", "wall": {"search_s": 9.0}, "n": None, "curve": [1.0] * 64},
+        {"strategy": "evolutionary", "wall": {"search_s": 9.0}, "n": 21, "curve": [1.0] * 64},
+        {"strategy": "evolutionary", "wall": {"search_s": 9.0}, "n": 21, "curve": [1.0] * 64},
+        {"strategy": "pretrained", "wall": {"search_s": 9.0}, "n": 10, "curve": [1.0] * 64},
+        {"strategy": "pretrained", "wall": {"search_s": 9.0}, "n": None, "curve": [1.0] * 64},
+    ]
+    v = se.verdict(runs, lambda r: r["n"])
+    assert v["evolutionary"]["vs_random"] == pytest.approx(21 / 40)
+    assert v["evolutionary"]["vs_random_at_most"] == pytest.approx(21 / 52.5)
+    assert v["pretrained"]["vs_random"] == pytest.approx(10 / 40)
+    assert "vs_random_at_most" not in v["pretrained"]
+    line = se.verdict_lines(v, "referee")[0]
+    assert "evolutionary 0.53, at most 0.40 (21.0 over 2 of 2 seeds; random 40.0 over 1 of 2)" in line
 
 
 def test_round_agreement_ranks_the_rounds_against_each_other(se: Any) -> None:
