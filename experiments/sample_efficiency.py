@@ -93,7 +93,9 @@ report found; the measured trials each run needed to come within 5% of it; the s
 time (``TuneResult.driver.total_s``: without the setup, the end's re-measurement and report), and
 the whole ``tune`` call's; the infeasible and invalid trials. Per workload and strategy, the verdict counts the seeds that came
 within 5% in at most 64 measured trials with a search wall of at most 180 s, and compares the mean
-trials-to-5% of each model-guided strategy (over its seeds that got there) with random's. The
+trials-to-5% of each model-guided strategy (over its seeds that got there) with random's; when
+random missed seeds and the strategy got there on every one, also the most that ratio can be
+(each seed random missed counted as one trial past its run). The
 latencies are the search's own medians, measured while the run went on, so runs done at different
 times on a loaded machine differ by noise too; the report gives the host (``machine()``), its load
 average at the start and end of the invocation, and how many runs were read from earlier ones.
