@@ -19,16 +19,11 @@
   no feasible one have had. A mutant still taken to be over is left out; a random draw only when
   it is exactly the setting of an infeasible trial, so that the random share may still try a
   value that has not fitted yet. The value-by-value guess stands in for a lowering, so a search
-  whose scorer lowers every child (below) does without it: it blames every value of an
-  infeasible setting, and round 0's random draws are mostly over the memory (346 of bottleneck's
-  384 and 310 of dw_separable's 356 in the runs of ``experiments/sample_efficiency.py`` under
-  ``results/sample_efficiency_runs_rocketlake``), so a value that fits beside the population's
-  other values, and is the fastest one, can be blamed before any feasible draw has it (there:
-  ``regtile_expand`` 8 of bottleneck and ``regtile_dw`` 0 of dw_separable, in the seeds that
-  ended 1.1-1.4x behind the others). Without the guess, bottleneck's worst seed ended 1.10x
-  behind the best instead of 1.36x, judged by one referee beside the runs with it
-  (``results/sample_efficiency_rocketlake_exact/``); pool_chain's ended 1.11x instead of 1.01x there,
-  in knobs the guess never filtered (loop-only ones).
+  whose scorer lowers every child (below) does without it: the guess blames every value of an
+  infeasible setting, and when most random draws are over the memory (as in round 0 of a space
+  with tight pools), a value that fits beside the population's other values, and is the fastest
+  one, can be blamed before any feasible draw has it, and no child with it is ever bred. The runs
+  that measured this, with and without the guess, are in ``results/sample_efficiency_rocketlake_exact/``.
 
 - with the tuner's scorer (:meth:`~.base.SearchStrategy.score_with`: the cost model's prediction
   for an assignment, which the tuner applies and lowers to get it; a search with a model that
