@@ -393,6 +393,29 @@ def top_spans(records: list[TrialRecord], k: int) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------- the referee
 
 
+def digest_of(keys: list[str], rounds: int) -> str:
+    """What a referee file's pass is kept by: its schedules and rounds."""
+    return hashlib.sha256(f"{rounds}\n{chr(10).join(keys)}".encode()).hexdigest()
+
+
+def retime(
+    cfg: RunConfig, traces: dict[str, str], keys: list[str], rounds: int
+) -> tuple[dict[str, Any], list[Any]]:
+    """The schedules ``keys`` timed again together (one worker, alternating, ``rounds`` rounds):
+    ``{"seconds", "median_ms": {key: median of the rounds' medians, None unless every round was
+    ok}, "rounds_ms"}`` and each schedule's results."""
+    start = time.perf_counter()
+    with LocalExecutor(workers=1) as executor:
+        results = executor.remeasure([make_task(cfg, traces[k]) for k in keys], rounds)
+    medians = {
+        k: statistics.median(x.median_ms for x in rs if x.median_ms is not None)
+        if all(x.status == "ok" and x.median_ms is not None for x in rs) else None
+        for k, rs in zip(keys, results)
+    }  # fmt: skip
+    rounds_ms = {k: [x.median_ms for x in rs] for k, rs in zip(keys, results)}
+    return {"seconds": time.perf_counter() - start, "median_ms": medians, "rounds_ms": rounds_ms}, results
+
+
 def referee(
     wl: str, runs: list[dict[str, Any]], traces: dict[str, str], cfg: RunConfig, path: Path, rounds: int
 ) -> dict[str, Any]:
@@ -404,28 +427,21 @@ def referee(
     schedules and rounds."""
     best = min(t["search_ms"] for r in runs for t in r["tops"])
     keys = sorted({t["key"] for r in runs for t in r["tops"] if t["search_ms"] <= REFEREE_RANGE * best})
-    digest = hashlib.sha256(f"{rounds}\n{chr(10).join(keys)}".encode()).hexdigest()
+    digest = digest_of(keys, rounds)
     if path.is_file():
         doc = json.loads(path.read_text(encoding="utf-8"))
         if doc.get("schedules_sha256") == digest:
             return dict(doc)
     print(f"{wl}: the referee re-times {len(keys)} schedules, {rounds} rounds", file=sys.stderr, flush=True)
     load_start = list(os.getloadavg())
-    start = time.perf_counter()
-    tasks = [make_task(cfg, traces[k]) for k in keys]
-    with LocalExecutor(workers=1) as executor:
-        results = executor.remeasure(tasks, rounds)
-    medians: dict[str, float | None] = {}
-    for key, rs in zip(keys, results):
-        ok = all(x.status == "ok" and x.median_ms is not None for x in rs)
-        medians[key] = statistics.median(x.median_ms for x in rs if x.median_ms is not None) if ok else None
+    timed, results = retime(cfg, traces, keys, rounds)
+    date = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    medians = timed["median_ms"]
     doc = {
         "workload": wl, "rounds": rounds, "range": REFEREE_RANGE, "top_k": TOP_K, "schedules": len(keys),
-        "schedules_sha256": digest,
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "seconds": time.perf_counter() - start,
-        "load_average": {"start": load_start, "end": list(os.getloadavg())}, "median_ms": medians,
+        "schedules_sha256": digest, "date": date, **timed,
+        "load_average": {"start": load_start, "end": list(os.getloadavg())},
         "failed": {k: [x.reason for x in rs if x.status != "ok"][:1] for k, rs in zip(keys, results) if medians[k] is None},
-        "rounds_ms": {k: [x.median_ms for x in rs] for k, rs in zip(keys, results)},
         "contended": {
             k: max((x.contended for x in rs if x.contended is not None), default=None) for k, rs in zip(keys, results)
         },
@@ -448,25 +464,17 @@ def confirm(
         return ref
     winner = min(first, key=lambda k: (first[k], k))
     keys = sorted(k for k, v in first.items() if v <= CONFIRM_RANGE * first[winner])
-    digest = hashlib.sha256(f"{rounds}\n{chr(10).join(keys)}".encode()).hexdigest()
+    digest = digest_of(keys, rounds)
     if ref.get("confirm", {}).get("schedules_sha256") == digest:
         return ref
     doing = f"{wl}: the referee's second pass re-times {len(keys)} schedules, {rounds} rounds"
     print(doing, file=sys.stderr, flush=True)
-    start = time.perf_counter()
-    with LocalExecutor(workers=1) as executor:
-        results = executor.remeasure([make_task(cfg, traces[k]) for k in keys], rounds)
-    medians = {
-        k: statistics.median(x.median_ms for x in rs if x.median_ms is not None)
-        if all(x.status == "ok" and x.median_ms is not None for x in rs) else None
-        for k, rs in zip(keys, results)
-    }  # fmt: skip
+    timed, _ = retime(cfg, traces, keys, rounds)
     doc = {
         **ref,
         "confirm": {
             "winner": winner, "rounds": rounds, "range": CONFIRM_RANGE, "schedules": len(keys),
-            "schedules_sha256": digest, "seconds": time.perf_counter() - start,
-            "median_ms": medians, "rounds_ms": {k: [x.median_ms for x in rs] for k, rs in zip(keys, results)},
+            "schedules_sha256": digest, **timed,
         },
     }  # fmt: skip
     path.write_text(json.dumps(doc, indent=1), encoding="utf-8")
