@@ -35,9 +35,9 @@ times the best median so far, but at least :data:`CUTOFF_FLOOR_MS`
 ``cutoff`` with those runs' times (it uses the
 budget, is never the best, and its time still trains the cost model and the strategy).
 
-Knobs applied once keep their trace key, and a candidate that fits but is ranked out keeps its
-trace, peaks and features by that key (:class:`_Fit`): the same knobs proposed again in a later
-round are neither applied nor lowered again when their schedule was logged or ranked out.
+Knobs applied once keep their trace key, and a candidate lowered (by the strategy's scorer or by a
+round) keeps its figures by that key until it is logged (:class:`~autotune.search.prepared.Prepared`):
+the same knobs proposed again are neither applied nor lowered again.
 
 The round's time is charged to the stopwatch's parts (:data:`~autotune.search.stopwatch.PARTS`):
 ``propose`` and ``learn`` (the strategy), ``apply`` (the knobs to a schedule and its trace),
@@ -57,15 +57,15 @@ import numpy as np
 
 from ..config import RunConfig
 from ..errors import ScheduleError
-from ..schedule import Schedule
 from ..workloads import Workload
 from . import candidates as cand
 from .cost_model import CostModel, make_cost_model
 from .cost_model_train import cross_validated
 from .executors import Executor
-from .features import FEATURE_NAMES, feature_vector, features
+from .features import FEATURE_NAMES
 from .log import TrialLog
-from .records import TrialRecord, trace_key
+from .prepared import Fit, Over, Prepared
+from .records import TrialRecord
 from .space import SearchSpace
 from .stopwatch import Stopwatch
 from .strategies import Assignment, Outcome, Proposal, make_strategy
@@ -85,26 +85,13 @@ trials; ``results/sample_efficiency.md``). Below the floor, timing a candidate i
 
 
 @dataclass(frozen=True)
-class _Fit:
-    """What the search keeps of a candidate that fits the memory: its trace, its peaks, its relative
-    excess (<= 0) and its feature row (the lowered function itself is not kept: the worker lowers
-    the trace)."""
-
-    trace: str
-    peak: int
-    pool_bytes: tuple[tuple[str, int], ...]
-    excess: float
-    row: list[float]
-
-
-@dataclass(frozen=True)
 class _Candidate:
     """A feasible, unmeasured candidate of this round."""
 
     proposal: Proposal
     trace: str
     key: str
-    fit: _Fit
+    fit: Fit
 
     @property
     def row(self) -> list[float]:
@@ -150,10 +137,7 @@ class Search:
         self.times: list[float] = []
         self.row_ok: list[bool] = []  # per row of ``rows``: an ok trial (else a cutoff one)
         self.best_ms: float | None = None  # the best ok median so far (sets the cutoff)
-        self.fits: dict[str, _Fit] = {}  # by trace key: candidates lowered within the memory, not yet logged
-        self.keys: dict[tuple[tuple[str, Any], ...], str] = {}  # knobs applied -> their trace key
-        # by trace key: candidates scored over the memory and not logged yet, their trace and lowering
-        self.unfit: dict[str, tuple[str, cand.Lowering]] = {}
+        self.prepared = Prepared(cfg, wl, space, self.clock)  # candidates applied and lowered, by trace key
         self.counts: Counter[str] = Counter()
         self.round = max((r.round for r in log.records), default=-1) + 1
         self.next_trial = max((r.trial for r in log.records), default=-1) + 1
@@ -184,25 +168,19 @@ class Search:
     def remaining(self) -> int:
         return self.cfg.search.trials - self.measured
 
-    def _row(self, lowering: cand.Lowering) -> list[float]:
-        assert lowering.lowered is not None
-        lowered = lowering.lowered
-        values = features(lowered.func, lowered.plan, original=self.wl.func, target=self.space.target)
-        return feature_vector(values)
-
     def _remember(self, record: TrialRecord, row: list[float] | None) -> None:
         """Count a logged record, and keep its features when it is ``ok`` (recomputed on resume)."""
         if record.status == "invalid":
             self.invalid.setdefault(record.knobs, record)
         else:
             self.logged.setdefault(record.key, record)
-            self.fits.pop(record.key, None)
+            self.prepared.forget(record.key)
         self.counts[record.status] += 1
         if record.status in ("ok", "cutoff") and record.median_ms is not None:  # a cutoff: slow, once
             if record.ok:
                 self.best_ms = min(self.best_ms or record.median_ms, record.median_ms)
             if row is None:
-                row = self._replay_row(record.trace)
+                row = self.prepared.replay_row(record.trace)
             if row is not None:
                 self.rows.append(row)
                 self.timed_rows.add(tuple(row))
@@ -217,15 +195,6 @@ class Search:
         )
         if record.status != "infeasible":
             self.bar.update(1)
-
-    def _replay_row(self, trace: str) -> list[float] | None:
-        try:
-            sch = Schedule.replay(self.wl.func, trace)
-        except ScheduleError:
-            return None  # the workload changed since the log was written
-        mem = self.cfg.memory
-        lowering = cand.lower_candidate(sch.func, mem.pools, mem.planner, self.cfg.search.seed, None)
-        return self._row(lowering) if lowering.lowered is not None else None
 
     def _append(self, record: TrialRecord, row: list[float] | None = None) -> None:
         with self.clock("log"):
@@ -275,7 +244,7 @@ class Search:
             outcomes.append(Outcome(self.invalid[knobs], proposal))
             return None
         try:
-            key, sch, trace = self._apply(knobs)
+            key, sch, trace = self.prepared.key(knobs)
         except ScheduleError as exc:
             reason = str(exc)
             make = lambda n: TrialRecord(n, self.round, knobs, "invalid", reason=reason)  # noqa: E731
@@ -288,61 +257,19 @@ class Search:
             twins[key].append(proposal)
             return None
         twins[key] = []
-        fit = self.fits.get(key)  # lowered in an earlier round and ranked out: the same figures
-        if fit is not None:
-            return _Candidate(proposal, fit.trace, key, fit)
-        over = self.unfit.pop(key, None)  # scored over the memory: its lowering's figures
-        if over is not None:
-            trace, low = over
-        else:
-            sch, trace = self._applied(knobs, sch, trace)
-            low = self._lower(sch)
-        if low.lowered is None:
+        prep = self.prepared.prepare(knobs, key, sch, trace)  # kept figures when scored or ranked out before
+        if isinstance(prep, Over):
+            low = prep.lowering
             self._settle(
                 [proposal, *twins.pop(key)], low.excess,
                 lambda n: TrialRecord(
                     n, self.round, knobs, "infeasible", reason=low.reason, peak_bytes=low.peak,
-                    pool_bytes=low.pool_bytes, trace=trace,
+                    pool_bytes=low.pool_bytes, trace=prep.trace,
                 ),
                 outcomes,
             )  # fmt: skip
             return None
-        return _Candidate(proposal, trace, key, self._keep(key, trace, low))
-
-    def _apply(self, knobs: Assignment) -> tuple[str, Schedule | None, str | None]:
-        """``knobs``' trace key, with their schedule and its trace when applied now (None for both
-        when an earlier call keyed them). Raises ScheduleError for knobs that give no schedule."""
-        key = self.keys.get(knobs)
-        if key is not None:
-            return key, None, None
-        with self.clock("apply"):
-            sch = self.space.apply(self.wl.func, dict(knobs))
-            trace = sch.trace_json()
-        self.keys[knobs] = key = trace_key(trace)
-        return key, sch, trace
-
-    def _applied(self, knobs: Assignment, sch: Schedule | None, trace: str | None) -> tuple[Schedule, str]:
-        """``sch`` and ``trace`` from :meth:`_apply`, applied again when it had keyed them before."""
-        if sch is None or trace is None:
-            with self.clock("apply"):
-                sch = self.space.apply(self.wl.func, dict(knobs))
-                trace = sch.trace_json()
-        return sch, trace
-
-    def _lower(self, sch: Schedule) -> cand.Lowering:
-        """Lower a candidate against the memory, charged to ``lowering`` or ``infeasible``."""
-        mem = self.cfg.memory
-        with self.clock("lowering") as span:
-            low = cand.lower_candidate(sch.func, mem.pools, mem.planner, self.cfg.search.seed, mem.peak_limit)
-            if low.lowered is None:
-                span.part = "infeasible"
-        return low
-
-    def _keep(self, key: str, trace: str, low: cand.Lowering) -> _Fit:
-        """The figures of a candidate that fits, kept by trace key until it is logged."""
-        with self.clock("features"):
-            fit = self.fits[key] = _Fit(trace, low.peak, low.pool_bytes, low.excess, self._row(low))
-        return fit
+        return _Candidate(proposal, prep.trace, key, prep)
 
     def score(self, assignments: Sequence[Assignment]) -> np.ndarray:
         """The cost model's prediction for each assignment (the strategy's
@@ -367,20 +294,13 @@ class Search:
         if knobs in self.invalid:
             return None
         try:
-            key, sch, trace = self._apply(knobs)
+            key, sch, trace = self.prepared.key(knobs)
         except ScheduleError:
             return None
-        if key in self.logged or key in self.unfit:
+        if key in self.logged:
             return None
-        fit = self.fits.get(key)
-        if fit is not None:
-            return fit.row
-        sch, trace = self._applied(knobs, sch, trace)
-        low = self._lower(sch)
-        if low.lowered is None:
-            self.unfit[key] = (trace, low)
-            return None
-        return self._keep(key, trace, low).row
+        prep = self.prepared.prepare(knobs, key, sch, trace)
+        return prep.row if isinstance(prep, Fit) else None
 
     def _settle(
         self,

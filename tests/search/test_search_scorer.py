@@ -66,7 +66,7 @@ def test_scores_what_fits_refuses_the_rest_and_the_round_does_not_lower_it_again
         scores = search.score([*fits, over])
         # before any trial the model orders by the roofline estimate: finite for what fits
         assert all(math.isfinite(s) for s in scores[:2]) and scores[2] == math.inf
-        assert len(lowered) == 3 and search.keys[over] in search.unfit
+        assert len(lowered) == 3 and search.prepared.keys[over] in search.prepared.unfit
         assert list(search.score([over])) == [math.inf] and len(lowered) == 3  # remembered
         assert search.run_round() == (2, 2)
         assert len(lowered) == 3  # the round measured the scored candidates without lowering them
