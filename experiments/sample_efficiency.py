@@ -28,9 +28,11 @@ Options:
 - ``--runs DIR`` (default ``results/sample_efficiency_runs``): each run goes to
   ``DIR/<workload>/<strategy>-s<seed>/`` (the tuner's outputs, and ``wall.json``: the run's wall
   time and the sha256 of the model file it started from). A run there whose ``best.json`` exists,
-  whose last session has the fingerprint (``autotune.search.records.fingerprint``) and trial budget
-  of the config this script builds, and (``pretrained``) whose model file is unchanged, is read,
-  not run again; any other is removed and run afresh.
+  whose last session has the config this script builds (``autotune.search.log.config_changes``: the
+  same fingerprint, or files that moved with the project) and its trial budget, and
+  (``pretrained``) whose model file is unchanged, is read, not run again; any other is removed and
+  run afresh. ``search.pretrained`` is a path with no hash in the config: a pretrained run read
+  from a checkout in another directory is run again.
 - ``--output DIR`` (default ``results``): where ``sample_efficiency.md``, ``.json`` and ``.png`` go.
 - ``--train-logs GLOB ...`` (default ``results/*/trials.jsonl results/*/*/trials.jsonl``, relative
   to the repository): the logs a pretrained model may be trained on; logs under ``--runs`` never
@@ -137,9 +139,9 @@ from autotune.search.candidates import make_task
 from autotune.search.cost_model_file import save_model
 from autotune.search.cost_model_train import LogRows, log_rows, run_setup, train
 from autotune.search.executors.local_executor import LocalExecutor
-from autotune.search.log import load, load_sessions
+from autotune.search.log import config_changes, load, load_sessions
 from autotune.search.rank_scores import spearman
-from autotune.search.records import TrialRecord, config_fields, fingerprint, machine
+from autotune.search.records import TrialRecord, machine
 from autotune.search.tuner import tune
 
 REPO = Path(__file__).resolve().parents[1]
@@ -295,7 +297,7 @@ def finished(cfg: RunConfig, model_sha: str | None) -> bool:
     wall = json.loads((out / "wall.json").read_text()) if (out / "wall.json").is_file() else {}
     return (
         bool(starts)
-        and starts[-1].get("fingerprint") == fingerprint(config_fields(cfg))
+        and not config_changes(starts[-1], cfg)
         and starts[-1].get("trials") == cfg.search.trials
         and wall.get("pretrained_sha256") == model_sha
     )

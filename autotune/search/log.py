@@ -14,7 +14,9 @@ edited, not interrupted.
 Beside it, ``run.jsonl`` records the sessions of the run: :func:`start_session`
 writes a line when a run starts or resumes (the time, the machine, the package
 versions and the config with its fingerprint), after checking that a resumed
-run's config is unchanged; :func:`end_session` writes one when it finishes.
+run's config is unchanged (:func:`config_changes`: a file the config names may have moved, with the
+project, as long as its name and contents are the same); :func:`end_session` writes one when it
+finishes.
 
 The run's other files (``best.json``, ``report.md``, ...) are replaced whole
 by :func:`autotune.files.write_atomic`: a crash or a full disk leaves the old
@@ -39,7 +41,8 @@ from ..files import _fsync_dir, _write_all, write_atomic
 from .records import TrialRecord, changed_fields, config_fields, fingerprint, session_end, session_start
 
 __all__ = [
-    "LOG_NAME", "RUN_LOG_NAME", "TrialLog", "check_resume", "check_writable", "describe_os_error",
+    "LOG_NAME", "MOVABLE_FILES", "RUN_LOG_NAME", "TrialLog", "check_resume", "check_writable", "config_changes",
+    "describe_os_error",
     "end_session", "finished_message", "load", "load_sessions", "log_path_for", "start_session", "writing_results",
 ]  # fmt: skip
 
@@ -48,6 +51,14 @@ LOG_NAME = "trials.jsonl"
 RUN_LOG_NAME = "run.jsonl"
 """The session log's name in a run's output directory: ``{"session": ...}`` and ``{"session_end": ...}`` lines."""
 PROBE_BYTES = 64 * 1024
+MOVABLE_FILES = {
+    "search.space": "search.space_sha256",
+    "search.warm_start": "search.warm_start_sha256",
+    "workload.path": "workload.file_sha256",
+}
+"""Config fields that name a file (a path, resolved against the config's directory), each with the
+field holding the hash of the file's contents. A resumed run's file may be in another directory
+(the project was moved or cloned elsewhere): with the same name and contents it is the same file."""
 """Size of the file :func:`check_writable` writes to prove the output directory takes data."""
 
 
@@ -229,15 +240,33 @@ def check_resume(sessions: list[dict[str, Any]], cfg: RunConfig) -> None:
     starts = _starts(sessions)
     if not starts:
         return
-    after = config_fields(cfg)
-    if starts[-1].get("fingerprint") == fingerprint(after):
+    changes = config_changes(starts[-1], cfg)
+    if not changes:
         return
-    changes = changed_fields(starts[-1].get("config", {}), after)
     raise ConfigError(
         f"{cfg.source}: --resume: the config differs from the one the run in {cfg.output} was started with, "
         f"in {len(changes)} field{'s' * (len(changes) != 1)}: {'; '.join(changes)}. "
         "Restore them to continue that run, or start a new run with another --output"
     )
+
+
+def config_changes(start: dict[str, Any], cfg: RunConfig) -> list[str]:
+    """``"field: old -> new"`` for every field of ``cfg`` that differs from the config a session line
+    ``start`` (``run.jsonl``'s ``"session"``) recorded: none when its fingerprint is ``cfg``'s, and
+    none for a file of :data:`MOVABLE_FILES` whose directory alone differs, its contents' hash being
+    the same (a recorded config without that hash keeps the path as it is)."""
+    after = config_fields(cfg)
+    if start.get("fingerprint") == fingerprint(after):
+        return []
+    before = dict(start.get("config", {}))
+    for field, sha in MOVABLE_FILES.items():
+        old, new = before.get(field), after.get(field)
+        if (
+            isinstance(old, str) and isinstance(new, str) and Path(old).name == Path(new).name
+            and before.get(sha) is not None and before.get(sha) == after.get(sha)
+        ):  # fmt: skip
+            before[field] = new
+    return changed_fields(before, after)
 
 
 def finished_message(sessions: list[dict[str, Any]], cfg: RunConfig, logged: int) -> str | None:

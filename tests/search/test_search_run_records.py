@@ -15,7 +15,7 @@ from autotune import cli
 from autotune.config import load_config
 from autotune.errors import AutotuneError
 from autotune.search import tuner as tuner_module
-from autotune.search.log import RUN_LOG_NAME, TrialLog, load_sessions
+from autotune.search.log import RUN_LOG_NAME, TrialLog, config_changes, load_sessions
 from autotune.search.records import (
     RUN_PACKAGES,
     UNFINGERPRINTED,
@@ -189,6 +189,33 @@ def test_a_changed_workload_file_changes_the_fingerprint(tmp_path: Path) -> None
     chain.write_text("def make():\n    return None\n")
     after = config_fields(load_config(config))
     assert [line.split(":")[0] for line in changed_fields(before, after)] == ["workload.file_sha256"]
+
+
+def test_a_run_whose_files_moved_with_the_project_is_the_same_config(tmp_path: Path) -> None:
+    """``search.space`` and ``workload.path`` are paths: a run resumed in a checkout elsewhere names
+    them in another directory. Same name and contents: no change; renamed or edited: a change."""
+    space = (Path(__file__).parents[2] / "search_spaces" / "cascade.yaml").read_text(encoding="utf-8")
+    chain = "from autotune.workloads import get\n\ndef make():\n    return get('pool_chain', height=12, width=12, channels=4)\n"
+
+    def config(where: str, space_name: str = "cascade.yaml", space_text: str = space) -> Any:
+        d = tmp_path / where
+        d.mkdir()
+        (d / space_name).write_text(space_text, encoding="utf-8")
+        (d / "chain.py").write_text(chain, encoding="utf-8")
+        workload = {"path": f"{d / 'chain.py'}:make"}
+        return load_config(write_run_config(d, "rec", workload, **{**SEARCH, "space": str(d / space_name)}))
+
+    fields = config_fields(config("before"))
+    start = {"fingerprint": fingerprint(fields), "config": fields}
+    moved = config("moved")
+    assert fingerprint(config_fields(moved)) != start["fingerprint"]  # the paths are in the config
+    assert config_changes(start, moved) == []
+    renamed = config_changes(start, config("renamed", space_name="other.yaml"))
+    assert [line.split(":")[0] for line in renamed] == ["search.space"]  # the workload file only moved
+    assert renamed[0].endswith('renamed/other.yaml"')
+    edited = config_changes(start, config("edited", space_text=space + "\n# edited\n"))
+    assert [line.split(":")[0] for line in edited] == ["search.space", "search.space_sha256"]
+    assert config_changes({**start, "config": {k: v for k, v in fields.items() if k != "search.space_sha256"}}, moved)
 
 
 def test_changed_fields_names_added_and_removed_fields() -> None:
