@@ -3,7 +3,7 @@
     .venv/bin/python experiments/sample_efficiency.py [--workloads W ...] [--strategies S ...]
         [--trials 64] [--seeds 0 1 2] [--workers 1] [--runs DIR] [--output DIR] [--train-logs GLOB ...]
         [--referee-rounds 5] [--confirm-rounds 10] [--train-runs STRATEGY]
-        [--baseline DIR] [--baseline-strategies S ...]
+        [--baseline DIR] [--baseline-strategies S ...] [--epsilon E]
 
 Options:
 
@@ -19,7 +19,8 @@ Options:
   - ``random``: ``search.strategy: random``, no cost model (the control);
   - ``tpe``: Optuna's TPE, no cost model (every measured trial is TPE's own draw);
   - ``evolutionary``: ``search.strategy: evolutionary`` with the XGBoost ranking model from scratch
-    (a round measures the best 6 by the model and 2 at random);
+    (a round measures the best 6 by the model and 2 at random, with the config's ``search.epsilon``
+    0.25);
   - ``pretrained``: the same, the model starting from ``search.cost_model: {kind: xgboost,
     pretrained: DIR/<workload>/pretrained_model.json}``, trained on the other workloads' logs.
 
@@ -62,6 +63,11 @@ a model trained on other workloads ranks by the roofline estimate's line alone (
 there, its trees counting 0), in the same order as ``evolutionary``'s model from scratch: the two
 can differ only from the first fit on (the second round, as a rule), when the run's trees are
 boosted on top of the pretrained ones.
+
+- ``--epsilon E`` (default: the config's ``search.epsilon``): the share of each round's
+  measurements taken at random instead of by the cost model, in this invocation's runs (never in
+  the ``--baseline`` runs, which keep their own). A run's directory does not say it: give each
+  value its own ``--runs``.
 
 - ``--baseline DIR`` (default none): the finished runs of the same workloads and seeds, and of the
   strategies ``--baseline-strategies`` names (default: every one of ``--strategies``), under another
@@ -279,9 +285,10 @@ def configure(wl: str, strategy: str, seed: int, args: argparse.Namespace, model
     out = (args.runs / wl / f"{strategy}-s{seed}").resolve()
     cfg = load_config(WORKLOADS[wl], {"trials": args.trials, "seed": seed, "output": str(out)})
     settings = {"sampler": "tpe", **STRATEGIES[strategy]}
+    epsilon = cfg.search.epsilon if args.epsilon is None else args.epsilon
     search = dataclasses.replace(
         cfg.search, batch=64, measure_per_round=8, mutation=0.0, warm_start=None, time_budget=None,
-        pretrained=model if strategy == "pretrained" else None, **settings,
+        pretrained=model if strategy == "pretrained" else None, epsilon=epsilon, **settings,
     )  # fmt: skip
     return dataclasses.replace(cfg, search=search, ray=dataclasses.replace(cfg.ray, workers=args.workers))
 
@@ -309,7 +316,7 @@ def baseline_config(
     """The config of the ``--baseline`` run of ``wl``, ``strategy`` and ``seed``, with the sha256
     of its pretrained model (None without one); SystemExit naming the run when it is not finished
     there (:func:`finished`), so that no baseline run is ever made or removed."""
-    base = argparse.Namespace(**{**vars(args), "runs": args.baseline})
+    base = argparse.Namespace(**{**vars(args), "runs": args.baseline, "epsilon": None})
     model = (args.baseline / wl / MODEL_NAME).resolve() if strategy == "pretrained" else None
     cfg = configure(wl, strategy, seed, base, model)
     sha = sha256(model) if model is not None and model.is_file() else None
@@ -817,6 +824,7 @@ def command(args: argparse.Namespace) -> str:
         f"--output {rel(args.output)} --train-logs {' '.join(repr(g) for g in args.train_logs)} "
         f"--referee-rounds {args.referee_rounds} --confirm-rounds {args.confirm_rounds}"
         + (f" --train-runs {args.train_runs}" if args.train_runs else "")
+        + (f" --epsilon {args.epsilon}" if args.epsilon is not None else "")
         + (f" --baseline {rel(args.baseline)}" if args.baseline else "")
         + (
             f" --baseline-strategies {' '.join(args.baseline_strategies)}"
@@ -841,6 +849,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--train-runs", choices=[s for s in STRATEGIES if s != "pretrained"], default=None)
     p.add_argument("--baseline", type=Path, default=None, metavar="DIR")
     p.add_argument("--baseline-strategies", nargs="+", default=None, choices=list(STRATEGIES), metavar="S")
+    p.add_argument("--epsilon", type=float, default=None, metavar="E")
     args = p.parse_args(argv)
     load = {"start": list(os.getloadavg())}
     host = machine()

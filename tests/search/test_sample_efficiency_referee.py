@@ -112,10 +112,28 @@ def test_round_agreement_ranks_the_rounds_against_each_other(se: Any) -> None:
     assert se.round_agreement({"rounds_ms": {"a": [1.0, 2.0], "b": [2.0, 1.0]}}) is None
 
 
+def test_epsilon_sets_the_random_share_of_this_invocations_runs_only(
+    se: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    args = argparse.Namespace(
+        runs=tmp_path / "runs", baseline=tmp_path / "before", trials=64, workers=1, epsilon=0.1
+    )
+    assert se.configure("pool_chain", "evolutionary", 0, args, None).search.epsilon == 0.1
+    default = argparse.Namespace(**{**vars(args), "epsilon": None})
+    assert se.configure("pool_chain", "evolutionary", 0, default, None).search.epsilon == 0.25  # the config's
+    monkeypatch.setattr(se, "finished", lambda cfg, sha: True)
+    baseline, _ = se.baseline_config("pool_chain", "evolutionary", 0, args)
+    assert baseline.search.epsilon == 0.25 and baseline.output == (
+        tmp_path / "before" / "pool_chain" / "evolutionary-s0"
+    )
+
+
 def test_a_baseline_without_the_finished_run_stops_before_any_run(se: Any, tmp_path: Path) -> None:
     """``--baseline DIR`` reads runs and never makes one: a missing run is named, and nothing is
     written under DIR."""
-    args = argparse.Namespace(runs=tmp_path / "runs", baseline=tmp_path / "before", trials=64, workers=1)
+    args = argparse.Namespace(
+        runs=tmp_path / "runs", baseline=tmp_path / "before", trials=64, workers=1, epsilon=None
+    )
     (tmp_path / "before" / "pool_chain" / "evolutionary-s1").mkdir(parents=True)  # begun, not finished
     for strategy in ("evolutionary", "pretrained"):
         missing = rf"{strategy}-s1 is not a finished run of pool_chain, {strategy}, seed 1"
