@@ -571,7 +571,12 @@ def verdict(runs: list[dict[str, Any]], to_within: Callable[[dict[str, Any]], in
             x = out[strategy]
             mean = x["mean_trials"]
             x["vs_random"] = None if base is None or mean is None else mean / base
-            if mean is not None and x["reached"] == x["seeds"] and out["random"]["reached"] < len(randoms):
+            if (
+                randoms
+                and mean is not None
+                and x["reached"] == x["seeds"]
+                and out["random"]["reached"] < len(randoms)
+            ):
                 at_least = [n if (n := to_within(r)) is not None else len(r["curve"]) + 1 for r in randoms]
                 x["vs_random_at_most"] = mean / statistics.mean(at_least)
     return out

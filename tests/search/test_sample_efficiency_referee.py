@@ -101,6 +101,13 @@ def test_a_strategy_that_always_got_there_is_bounded_against_a_random_that_did_n
     assert "evolutionary 0.53, at most 0.40 (21.0 over 2 of 2 seeds; random 40.0 over 1 of 2)" in line
 
 
+def test_without_random_runs_there_is_no_ratio_to_random(se: Any) -> None:
+    """An invocation of one strategy (``--strategies evolutionary`` against a ``--baseline``)."""
+    runs = [{"strategy": "evolutionary", "wall": {"search_s": 9.0}, "n": 21, "curve": [1.0] * 64}]
+    v = se.verdict(runs, lambda r: r["n"])
+    assert v == {"evolutionary": {"seeds": 1, "met": 1, "reached": 1, "mean_trials": 21.0, "vs_random": None}}
+
+
 def test_round_agreement_ranks_the_rounds_against_each_other(se: Any) -> None:
     """Three rounds of four schedules: rounds 0 and 1 rank them alike, round 2 in reverse; a
     schedule that failed a round is left out, and with fewer than three schedules there is none."""
