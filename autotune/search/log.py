@@ -51,6 +51,7 @@ LOG_NAME = "trials.jsonl"
 RUN_LOG_NAME = "run.jsonl"
 """The session log's name in a run's output directory: ``{"session": ...}`` and ``{"session_end": ...}`` lines."""
 PROBE_BYTES = 64 * 1024
+"""Size of the file :func:`check_writable` writes to prove the output directory takes data."""
 MOVABLE_FILES = {
     "search.space": "search.space_sha256",
     "search.warm_start": "search.warm_start_sha256",
@@ -59,7 +60,6 @@ MOVABLE_FILES = {
 """Config fields that name a file (a path, resolved against the config's directory), each with the
 field holding the hash of the file's contents. A resumed run's file may be in another directory
 (the project was moved or cloned elsewhere): with the same name and contents it is the same file."""
-"""Size of the file :func:`check_writable` writes to prove the output directory takes data."""
 
 
 @dataclass(frozen=True)
