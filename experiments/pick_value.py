@@ -6,11 +6,14 @@ logs of model-guided runs.
 Each round of a run with a cost model that ranks (``search.cost_model`` other than ``none``)
 measures ``search.measure_per_round`` candidates chosen by
 :func:`autotune.search.candidates.choose`: the best by prediction (one per feature row), then the
-``round(epsilon * n)`` epsilon share at random among the rest. The tuner numbers a round's
-measurements in that order (``Search._measure``), after the round's invalid and infeasible trials,
-so a full round's measured trials (every status but ``infeasible`` and ``invalid``), in trial
-order, are the model's picks and then the random ones. Rounds with fewer measurements (the last
-one, or a round with fewer feasible candidates) are left out: their share is not known.
+``round(epsilon * n)`` epsilon share at random among the rest. A trial's record says which
+(``picked``: ``model``, ``random``, or ``every`` when the round had no more candidates than
+measurements). Logs written before records said it are read by the order: the tuner numbers a
+round's measurements as :func:`~autotune.search.candidates.choose_by` returns them, after the
+round's invalid and infeasible trials, so a full round's measured trials (every status but
+``infeasible`` and ``invalid``), in trial order, are the model's picks and then the random ones.
+Only full rounds (``search.measure_per_round`` measurements) are counted, so that every place has
+the same rounds.
 
 Per place in the round (1 = the best predicted) and per share (model, random), over every run
 matched by ``--runs`` (default: ``results/sample_efficiency_runs*/*/*-s*/``):
@@ -55,7 +58,8 @@ def run_config(directory: Path) -> dict[str, Any] | None:
 
 def places(records: list[TrialRecord], per_round: int, epsilon: float) -> dict[int, tuple[int, str]]:
     """Trial number -> (1-based place in its round's choice, ``"model"`` or ``"random"``), for the
-    full rounds of ``per_round`` measurements."""
+    full rounds of ``per_round`` measurements: the record's ``picked``, or for a record without it,
+    the share its place gives (module docstring)."""
     rounds: dict[int, list[TrialRecord]] = defaultdict(list)
     for r in records:
         if r.status not in UNMEASURED:
@@ -66,7 +70,9 @@ def places(records: list[TrialRecord], per_round: int, epsilon: float) -> dict[i
         if len(measured) != per_round:
             continue
         for i, r in enumerate(sorted(measured, key=lambda x: x.trial)):
-            out[r.trial] = (i + 1, "random" if i >= per_round - explore else "model")
+            share = r.picked or ("random" if i >= per_round - explore else "model")
+            if share in ("model", "random"):
+                out[r.trial] = (i + 1, share)
     return out
 
 

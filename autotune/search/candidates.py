@@ -5,7 +5,8 @@
   planned again in unbounded pools of the same names), so it is never compiled
   yet its figures are known.
 - :func:`make_task` is the measurement of a trace as the config says.
-- :func:`choose` is MetaSchedule's epsilon-greedy pick among ranked candidates.
+- :func:`choose` is MetaSchedule's epsilon-greedy pick among ranked candidates;
+  :func:`choose_by` says of each pick how it was made (by the model, at random, or no choice).
 
 What proposes the candidates is a search strategy (:mod:`autotune.search.strategies`).
 """
@@ -28,7 +29,7 @@ from ..memory import MemoryPlan, Pool
 from .space import SearchSpace
 
 __all__ = [
-    "Assignment", "Lowering", "choose", "complete", "knobs_text", "lower_candidate", "make_task", "random_assignment",
+    "Assignment", "Lowering", "choose", "choose_by", "complete", "knobs_text", "lower_candidate", "make_task", "random_assignment",
 ]  # fmt: skip
 
 Assignment = tuple[tuple[str, Any], ...]
@@ -133,8 +134,21 @@ def choose(
     rows: Sequence[Hashable] | None = None,
     known: Collection[Hashable] = (),
 ) -> list[int]:
-    """Indices of ``n`` candidates to measure: the best ``n - round(epsilon * n)`` by prediction,
-    the rest at random; all at random while any prediction is NaN (no model yet).
+    """Indices of ``n`` candidates to measure: :func:`choose_by` without how each was picked."""
+    return [i for i, _ in choose_by(predicted, n, epsilon, rng, rows, known)]
+
+
+def choose_by(
+    predicted: np.ndarray,
+    n: int,
+    epsilon: float,
+    rng: np.random.Generator,
+    rows: Sequence[Hashable] | None = None,
+    known: Collection[Hashable] = (),
+) -> list[tuple[int, str]]:
+    """``(index, how)`` of ``n`` candidates to measure: the best ``n - round(epsilon * n)`` by
+    prediction (``"model"``), the rest at random (``"random"``); all at random while any prediction
+    is NaN (no model yet); every candidate (``"every"``: no choice) when there are at most ``n``.
 
     With ``rows`` (each candidate's feature row, hashable), the share chosen by prediction takes
     one candidate per row and none whose row is ``known`` (a timed trial's): the model sees such
@@ -144,17 +158,17 @@ def choose(
     predicted of the others fill the share. The random share draws from every candidate left."""
     count = len(predicted)
     if n >= count:
-        return list(range(count))
+        return [(i, "every") for i in range(count)]
     if n <= 0:
         return []
     if np.isnan(predicted).any():
-        return [int(i) for i in rng.choice(count, size=n, replace=False)]
+        return [(int(i), "random") for i in rng.choice(count, size=n, replace=False)]
     explore = round(epsilon * n)
     order = [int(i) for i in np.argsort(predicted, kind="stable")]
     top = order[: n - explore] if rows is None else _distinct(order, n - explore, rows, known)
     taken = set(top)
     rest = [i for i in order if i not in taken]
-    return top + [int(i) for i in rng.choice(rest, size=explore, replace=False)]
+    return [(i, "model") for i in top] + [(int(i), "random") for i in rng.choice(rest, size=explore, replace=False)]
 
 
 def _distinct(order: list[int], n: int, rows: Sequence[Hashable], known: Collection[Hashable]) -> list[int]:

@@ -31,7 +31,7 @@ from ..config import RunConfig
 from ..measure.result import MeasureResult
 
 __all__ = [
-    "TIMED_TRIAL_STATUSES", "TRIAL_STATUSES", "TrialRecord", "changed_fields", "config_fields", "fingerprint", "machine",
+    "PICKS", "TIMED_TRIAL_STATUSES", "TRIAL_STATUSES", "TrialRecord", "changed_fields", "config_fields", "fingerprint", "machine",
     "session_end", "session_start", "trace_key", "versions",
 ]  # fmt: skip
 
@@ -45,6 +45,10 @@ differs from the reference; ``timeout``/``crashed``: the worker hung or died;
 ``error``: the kernel could not be built."""
 TIMED_TRIAL_STATUSES = ("ok", "cutoff")
 """The statuses whose trials carry times."""
+PICKS = ("model", "random", "every")
+"""How a round chose a measured trial: the cost model's best predicted, the epsilon share (or every
+pick while the model has no order) at random, or no choice (the round had no more candidates than
+measurements)."""
 
 _TIMES = ("median_ms", "min_ms", "iqr_ms")
 _SCALARS = (str, int, float, bool, type(None))
@@ -119,6 +123,9 @@ class TrialRecord:
     again (its times are the better timing's); it is written to JSON only when True.
     ``contended`` is the share of its timing's wall time that the kernel's threads waited for a CPU
     another process had (:func:`~autotune.measure.timing.contention`; written only when known).
+    ``picked`` says how the round chose a measured trial (:data:`PICKS`,
+    :func:`~autotune.search.candidates.choose_by`); "" for one not chosen so (and in logs written
+    before it was recorded); written only when set.
     """
 
     trial: int
@@ -138,6 +145,7 @@ class TrialRecord:
     trace: str = ""
     retimed: bool = False
     contended: float | None = None
+    picked: str = ""
 
     def __post_init__(self) -> None:
         _check_int("trial", self.trial)
@@ -156,6 +164,8 @@ class TrialRecord:
     def _check_status(self) -> None:
         if self.status not in TRIAL_STATUSES:
             raise ValueError(f"TrialRecord: status must be one of {TRIAL_STATUSES}, got {self.status!r}")
+        if self.picked not in ("", *PICKS):
+            raise ValueError(f"TrialRecord: picked must be one of {PICKS} or empty, got {self.picked!r}")
         if not isinstance(self.retimed, bool):
             raise ValueError(f"TrialRecord: retimed must be a bool, got {self.retimed!r}")
         if self.retimed and self.status != "ok":
@@ -216,7 +226,7 @@ class TrialRecord:
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict: the pairs become objects, in their order; ``retimed`` only when True,
-        ``contended`` only when known."""
+        ``contended`` only when known, ``picked`` only when set."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["knobs"] = dict(self.knobs)
         data["pool_bytes"] = dict(self.pool_bytes)
@@ -224,6 +234,8 @@ class TrialRecord:
             del data["retimed"]
         if self.contended is None:
             del data["contended"]
+        if not self.picked:
+            del data["picked"]
         return data
 
     @classmethod

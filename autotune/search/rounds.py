@@ -19,7 +19,8 @@ training rows) and :meth:`Search.run_round` runs one round:
 3. measure ``measure_per_round`` of them: the best by prediction, one per feature row and none
    with the row of a timed trial (:func:`~autotune.search.candidates.choose`: the model cannot
    tell those apart), plus an ``epsilon`` share at random (seeded per round); all at random while
-   the model is not ready;
+   the model is not ready. Each measured trial's record says which (``picked``:
+   :func:`~autotune.search.candidates.choose_by`);
 4. append each result to ``output/trials.jsonl`` as it arrives (and hand it to the strategy's
    :meth:`~autotune.search.strategies.SearchStrategy.logged`); at the end of the round the
    strategy learns the outcome of every proposal (:class:`~autotune.search.strategies.Outcome`:
@@ -332,7 +333,8 @@ class Search:
             predicted = self.model.predict(_matrix([c.row for c in feasible]))
         rng = np.random.default_rng([s.seed, self.round])
         rows = [tuple(c.row) for c in feasible]
-        chosen = [feasible[i] for i in cand.choose(predicted, n, s.epsilon, rng, rows, self.timed_rows)]
+        picks = cand.choose_by(predicted, n, s.epsilon, rng, rows, self.timed_rows)
+        chosen = [feasible[i] for i, _ in picks]
         ms = self.model.predicts_ms  # else the predictions are an order only: not recorded
         guess = {c.key: float(p) for c, p in zip(feasible, predicted) if ms and np.isfinite(p)}
         numbers = [self._number() for _ in chosen]
@@ -343,6 +345,7 @@ class Search:
             record = TrialRecord.from_measure(
                 numbers[index], self.round, c.knobs, result, peak_bytes=c.fit.peak,
                 pool_bytes=c.fit.pool_bytes, predicted_ms=guess.get(c.key), node=node, trace=c.trace,
+                picked=picks[index][1],
             )  # fmt: skip
             self._append(record, c.row)
             outcomes.extend(Outcome(record, p, c.fit.excess) for p in (c.proposal, *twins.pop(c.key, [])))

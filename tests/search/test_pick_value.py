@@ -3,6 +3,7 @@ picks and which the epsilon share's, and what is counted of them."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -40,3 +41,11 @@ def test_a_full_rounds_measurements_are_the_models_picks_then_the_random_ones(pv
     }
     assert pv.places(records, 4, 0.5)[4] == (3, "random")
     assert pv.places(records, 4, 0.0)[5] == (4, "model")  # no epsilon share: every pick is the model's
+
+
+def test_a_record_that_says_how_it_was_picked_is_taken_at_its_word(pv: Any) -> None:
+    said = [record(0, 0, "ok", 1.0), record(1, 0, "ok", 2.0), record(2, 0, "ok", 3.0)]
+    said = [dataclasses.replace(r, picked=how) for r, how in zip(said, ("model", "random", "model"))]
+    assert pv.places(said, 3, 0.0) == {0: (1, "model"), 1: (2, "random"), 2: (3, "model")}
+    every = [dataclasses.replace(r, picked="every") for r in said]
+    assert pv.places(every, 3, 0.0) == {}  # no choice was made: neither share

@@ -60,6 +60,13 @@ def test_record_json_round_trip_keeps_every_field() -> None:
     assert back.status == "wrong" and math.isnan(back.max_abs_err)  # type: ignore[arg-type]
 
 
+def test_how_a_trial_was_picked_is_written_only_when_known() -> None:
+    assert "picked" not in ok_record().to_json()  # and a log written before it reads back the same
+    picked = ok_record(picked="random")
+    assert picked.to_json()["picked"] == "random"
+    assert TrialRecord.from_json(json.loads(json.dumps(picked.to_json()))) == picked
+
+
 def test_record_key_is_the_trace_identity() -> None:
     same = json.dumps(json.loads(TRACE), indent=2, sort_keys=True)
     assert ok_record(trace=same).key == ok_record().key == trace_key(TRACE)
@@ -95,6 +102,7 @@ def test_record_from_measure() -> None:
         ({"peak_bytes": 1.5}, "peak_bytes must be an int >= 0"),
         ({"node": None}, "node must be a string"),
         ({"status": "crashed", "reason": "x"}, "a 'crashed' trial is not timed"),
+        ({"picked": "luck"}, r"picked must be one of \('model', 'random', 'every'\) or empty, got 'luck'"),
     ],
 )
 def test_record_validation(fields: dict[str, object], message: str) -> None:

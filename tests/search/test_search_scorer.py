@@ -75,6 +75,7 @@ def test_scores_what_fits_refuses_the_rest_and_the_round_does_not_lower_it_again
         assert list(search.score(fits)) == [math.inf, math.inf]
     assert sorted(dict(r.knobs)["tile_rows"] for r in records) == [1, 2]
     assert all(r.status == "ok" for r in records)
+    assert all(r.picked == "every" for r in records)  # two candidates for two measurements: no choice
     for record in records:  # the figures of the scoring's lowering
         func = space.apply(wl.func, dict(record.knobs)).func
         low = real(func, cfg.memory.pools, cfg.memory.planner, cfg.search.seed, cfg.memory.peak_limit)

@@ -47,6 +47,9 @@ def test_each_strategy_tunes_and_resumes(tmp_path: Path, search: dict[str, Any])
     assert len(measured) == 8 and result.best.ok  # infeasible ones are logged, not counted
     assert all(r.peak_bytes for r in logged if r.status == "infeasible")
     assert len({identity(r) for r in logged}) == len(logged)  # nothing measured twice
+    picks = {r.picked for r in logged if r.status not in ("infeasible", "invalid")}
+    assert "" not in picks  # every measured trial says how its round chose it
+    assert ("model" in picks) == (search["cost_model"] != "none")
     # killed after 4 trials: the resumed run measures what is left and repeats none of them
     log = cfg.output / "trials.jsonl"
     lines = log.read_bytes().splitlines(keepends=True)
