@@ -9,7 +9,7 @@ measures ``search.measure_per_round`` candidates chosen by
 ``round(epsilon * n)`` epsilon share at random among the rest. A trial's record says which
 (``picked``: ``model``, ``random``, or ``every`` when the round had no more candidates than
 measurements). Logs written before records said it are read by the order: the tuner numbers a
-round's measurements as :func:`~autotune.search.candidates.choose_by` returns them, after the
+round's measurements as :func:`~autotune.search.candidates.choose` returns them, after the
 round's invalid and infeasible trials, so a full round's measured trials (every status but
 ``infeasible`` and ``invalid``), in trial order, are the model's picks and then the random ones.
 Only full rounds (``search.measure_per_round`` measurements) are counted, so that every place has

@@ -5,8 +5,8 @@
   planned again in unbounded pools of the same names), so it is never compiled
   yet its figures are known.
 - :func:`make_task` is the measurement of a trace as the config says.
-- :func:`choose` is MetaSchedule's epsilon-greedy pick among ranked candidates;
-  :func:`choose_by` says of each pick how it was made (by the model, at random, or no choice).
+- :func:`choose` is MetaSchedule's epsilon-greedy pick among ranked candidates, saying of each
+  pick how it was made (by the model, at random, or no choice).
 
 What proposes the candidates is a search strategy (:mod:`autotune.search.strategies`).
 """
@@ -29,7 +29,7 @@ from ..memory import MemoryPlan, Pool
 from .space import SearchSpace
 
 __all__ = [
-    "Assignment", "Lowering", "choose", "choose_by", "complete", "knobs_text", "lower_candidate", "make_task", "random_assignment",
+    "Assignment", "Lowering", "choose", "complete", "knobs_text", "lower_candidate", "make_task", "random_assignment",
 ]  # fmt: skip
 
 Assignment = tuple[tuple[str, Any], ...]
@@ -127,18 +127,6 @@ def random_assignment(space: SearchSpace, rng: np.random.Generator) -> dict[str,
 
 
 def choose(
-    predicted: np.ndarray,
-    n: int,
-    epsilon: float,
-    rng: np.random.Generator,
-    rows: Sequence[Hashable] | None = None,
-    known: Collection[Hashable] = (),
-) -> list[int]:
-    """Indices of ``n`` candidates to measure: :func:`choose_by` without how each was picked."""
-    return [i for i, _ in choose_by(predicted, n, epsilon, rng, rows, known)]
-
-
-def choose_by(
     predicted: np.ndarray,
     n: int,
     epsilon: float,

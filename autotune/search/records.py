@@ -124,7 +124,7 @@ class TrialRecord:
     ``contended`` is the share of its timing's wall time that the kernel's threads waited for a CPU
     another process had (:func:`~autotune.measure.timing.contention`; written only when known).
     ``picked`` says how the round chose a measured trial (:data:`PICKS`,
-    :func:`~autotune.search.candidates.choose_by`); "" for one not chosen so (and in logs written
+    :func:`~autotune.search.candidates.choose`); "" for one not chosen so (and in logs written
     before it was recorded); written only when set.
     """
 

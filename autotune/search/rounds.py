@@ -20,7 +20,7 @@ training rows) and :meth:`Search.run_round` runs one round:
    with the row of a timed trial (:func:`~autotune.search.candidates.choose`: the model cannot
    tell those apart), plus an ``epsilon`` share at random (seeded per round); all at random while
    the model is not ready. Each measured trial's record says which (``picked``:
-   :func:`~autotune.search.candidates.choose_by`);
+   :func:`~autotune.search.candidates.choose`);
 4. append each result to ``output/trials.jsonl`` as it arrives (and hand it to the strategy's
    :meth:`~autotune.search.strategies.SearchStrategy.logged`); at the end of the round the
    strategy learns the outcome of every proposal (:class:`~autotune.search.strategies.Outcome`:
@@ -333,7 +333,7 @@ class Search:
             predicted = self.model.predict(_matrix([c.row for c in feasible]))
         rng = np.random.default_rng([s.seed, self.round])
         rows = [tuple(c.row) for c in feasible]
-        picks = cand.choose_by(predicted, n, s.epsilon, rng, rows, self.timed_rows)
+        picks = cand.choose(predicted, n, s.epsilon, rng, rows, self.timed_rows)
         chosen = [feasible[i] for i, _ in picks]
         ms = self.model.predicts_ms  # else the predictions are an order only: not recorded
         guess = {c.key: float(p) for c, p in zip(feasible, predicted) if ms and np.isfinite(p)}

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
 from autotune.errors import ConfigError
-from autotune.search.candidates import choose, choose_by
+from autotune.search.candidates import choose
 from autotune.search.cost_model import COST_MODELS, CostModel, make_cost_model, register_cost_model
 
 N_FEATURES = 12
@@ -142,30 +144,35 @@ def test_xgboost_needs_four_samples() -> None:
 # ---------------------------------------------------------------- eps-greedy choice
 
 
+def indices(*args: Any) -> list[int]:
+    """The candidates :func:`choose` picks, without how."""
+    return [i for i, _ in choose(*args)]
+
+
 def test_choose_takes_the_best_then_explores() -> None:
     predicted = np.array([5.0, 1.0, 4.0, 2.0, 3.0, 6.0, 7.0, 8.0])
     rng = np.random.default_rng(0)
-    picked = choose(predicted, 4, 0.25, rng)
+    picked = indices(predicted, 4, 0.25, rng)
     assert picked[:3] == [1, 3, 4]  # the best three by prediction
     assert picked[3] in {0, 2, 5, 6, 7} and len(set(picked)) == 4
-    assert choose(predicted, 4, 0.25, np.random.default_rng(0)) == picked  # seeded
+    assert indices(predicted, 4, 0.25, np.random.default_rng(0)) == picked  # seeded
 
 
-def test_choose_by_says_how_each_was_picked() -> None:
+def test_choose_says_how_each_was_picked() -> None:
     predicted = np.array([5.0, 1.0, 4.0, 2.0, 3.0, 6.0, 7.0, 8.0])
-    picks = choose_by(predicted, 4, 0.25, np.random.default_rng(0))
+    picks = choose(predicted, 4, 0.25, np.random.default_rng(0))
     assert [how for _, how in picks] == ["model", "model", "model", "random"]
-    assert [i for i, _ in picks] == choose(predicted, 4, 0.25, np.random.default_rng(0))
-    assert {how for _, how in choose_by(np.full(10, np.nan), 3, 0.25, np.random.default_rng(1))} == {"random"}
-    assert choose_by(np.arange(3.0), 5, 0.25, np.random.default_rng(1)) == [(0, "every"), (1, "every"), (2, "every")]
+    assert [i for i, _ in picks][:3] == [1, 3, 4]
+    assert {how for _, how in choose(np.full(10, np.nan), 3, 0.25, np.random.default_rng(1))} == {"random"}
+    assert choose(np.arange(3.0), 5, 0.25, np.random.default_rng(1)) == [(i, "every") for i in range(3)]
 
 
 def test_choose_is_random_without_predictions_and_takes_all_when_few() -> None:
     nan = np.full(10, np.nan)
-    a = choose(nan, 3, 0.25, np.random.default_rng(1))
-    assert len(set(a)) == 3 and a == choose(nan, 3, 0.25, np.random.default_rng(1))
-    assert choose(nan, 12, 0.25, np.random.default_rng(1)) == list(range(10))
-    assert choose(np.arange(5.0), 0, 0.25, np.random.default_rng(1)) == []
+    a = indices(nan, 3, 0.25, np.random.default_rng(1))
+    assert len(set(a)) == 3 and a == indices(nan, 3, 0.25, np.random.default_rng(1))
+    assert indices(nan, 12, 0.25, np.random.default_rng(1)) == list(range(10))
+    assert indices(np.arange(5.0), 0, 0.25, np.random.default_rng(1)) == []
 
 
 # ---------------------------------------------------------------- xgboost: weights
