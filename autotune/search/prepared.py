@@ -22,12 +22,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import RunConfig
-from ..errors import ScheduleError
+from ..lowering import Lowered
 from ..schedule import Schedule
 from ..workloads import Workload
 from . import candidates as cand
 from .candidates import Assignment
-from .features import feature_vector, features
+from .cost_model_train import RunSetup, lower_trial, trial_features
+from .features import feature_vector
 from .records import trace_key
 from .space import SearchSpace
 from .stopwatch import Stopwatch
@@ -60,6 +61,9 @@ class Prepared:
 
     def __init__(self, cfg: RunConfig, wl: Workload, space: SearchSpace, clock: Stopwatch) -> None:
         self.cfg, self.wl, self.space, self.clock = cfg, wl, space, clock
+        mem = cfg.memory
+        # as the cost model's offline training lowers and featurises a log's trials
+        self.setup = RunSetup(wl, wl.name, tuple(mem.pools), mem.planner, cfg.search.seed, space.target)
         self.keys: dict[Assignment, str] = {}  # knobs applied -> their trace key
         self.fits: dict[str, Fit] = {}  # by trace key: lowered within the memory, not logged yet
         self.unfit: dict[str, Over] = {}  # by trace key: lowered over the memory, not logged yet
@@ -91,7 +95,7 @@ class Prepared:
             over = self.unfit[key] = Over(trace, low)
             return over
         with self.clock("features"):
-            fit = self.fits[key] = Fit(trace, low.peak, low.pool_bytes, low.excess, self.row(low))
+            fit = self.fits[key] = Fit(trace, low.peak, low.pool_bytes, low.excess, self._row(low.lowered))
         return fit
 
     def forget(self, key: str) -> None:
@@ -99,24 +103,15 @@ class Prepared:
         self.fits.pop(key, None)
         self.unfit.pop(key, None)
 
-    def row(self, lowering: cand.Lowering) -> list[float]:
-        """The feature row of a lowering that fits."""
-        assert lowering.lowered is not None
-        lowered = lowering.lowered
-        values = features(lowered.func, lowered.plan, original=self.wl.func, target=self.space.target)
-        return feature_vector(values)
-
     def replay_row(self, trace: str) -> list[float] | None:
         """The feature row of a logged trace (a resumed run's timed trials), lowered in the run's pools
         without its peak limit; None when the trace no longer applies to the workload or overflows
-        the pools."""
-        try:
-            sch = Schedule.replay(self.wl.func, trace)
-        except ScheduleError:
-            return None  # the workload changed since the log was written
-        mem = self.cfg.memory
-        lowering = cand.lower_candidate(sch.func, mem.pools, mem.planner, self.cfg.search.seed, None)
-        return self.row(lowering) if lowering.lowered is not None else None
+        the pools (:func:`~autotune.search.cost_model_train.lower_trial`)."""
+        lowered = lower_trial(self.setup, trace)
+        return None if lowered is None else self._row(lowered)
+
+    def _row(self, lowered: Lowered) -> list[float]:
+        return feature_vector(trial_features(self.setup, lowered))
 
     def _apply(self, knobs: Assignment) -> tuple[Schedule, str]:
         with self.clock("apply"):
