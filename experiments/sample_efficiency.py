@@ -32,8 +32,9 @@ Options:
   whose last session has the config this script builds (``autotune.search.log.config_changes``: the
   same fingerprint, or files that moved with the project) and its trial budget, and
   (``pretrained``) whose model file is unchanged, is read, not run again; any other is removed and
-  run afresh. ``search.pretrained`` is a path with no hash in the config: a pretrained run read
-  from a checkout in another directory is run again.
+  run afresh. A pretrained run whose session recorded its model's path without its hash
+  (``search.cost_model.pretrained_sha256``) is compared by the path: read from a checkout in
+  another directory, it is run again.
 - ``--output DIR`` (default ``results``): where ``sample_efficiency.md``, ``.json`` and ``.png`` go.
 - ``--train-logs GLOB ...`` (default ``results/*/trials.jsonl results/*/*/trials.jsonl``, relative
   to the repository): the logs a pretrained model may be trained on; logs under ``--runs`` never

@@ -53,13 +53,15 @@ RUN_LOG_NAME = "run.jsonl"
 PROBE_BYTES = 64 * 1024
 """Size of the file :func:`check_writable` writes to prove the output directory takes data."""
 MOVABLE_FILES = {
+    "search.cost_model.pretrained": "search.cost_model.pretrained_sha256",
     "search.space": "search.space_sha256",
     "search.warm_start": "search.warm_start_sha256",
     "workload.path": "workload.file_sha256",
 }
 """Config fields that name a file (a path, resolved against the config's directory), each with the
 field holding the hash of the file's contents. A resumed run's file may be in another directory
-(the project was moved or cloned elsewhere): with the same name and contents it is the same file."""
+(the project was moved or cloned elsewhere): with the same name and contents it is the same file;
+edited in place (a model file trained again), the run is another one."""
 
 
 @dataclass(frozen=True)
@@ -254,12 +256,15 @@ def config_changes(start: dict[str, Any], cfg: RunConfig) -> list[str]:
     """``"field: old -> new"`` for every field of ``cfg`` that differs from the config a session line
     ``start`` (``run.jsonl``'s ``"session"``) recorded: none when its fingerprint is ``cfg``'s, and
     none for a file of :data:`MOVABLE_FILES` whose directory alone differs, its contents' hash being
-    the same (a recorded config without that hash keeps the path as it is)."""
+    the same. A recorded config that names a file without its hash (written before the config kept
+    that file's hash) is compared by the path alone: moved, it is a change; edited, it is not seen."""
     after = config_fields(cfg)
     if start.get("fingerprint") == fingerprint(after):
         return []
     before = dict(start.get("config", {}))
     for field, sha in MOVABLE_FILES.items():
+        if field in before and sha not in before:
+            after.pop(sha, None)
         old, new = before.get(field), after.get(field)
         if (
             isinstance(old, str) and isinstance(new, str) and Path(old).name == Path(new).name

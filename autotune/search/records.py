@@ -339,7 +339,8 @@ def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
 
 def config_fields(cfg: RunConfig) -> dict[str, Any]:
     """The config as dotted fields (``memory.peak_limit``...), without :data:`UNFINGERPRINTED`, plus
-    the hashes of the files it names (``search.space_sha256``, ``workload.file_sha256``)."""
+    the hashes of the files it names (``search.space_sha256``, ``workload.file_sha256``,
+    ``search.warm_start_sha256``, ``search.cost_model.pretrained_sha256``)."""
     fields_: dict[str, Any] = {}
     _flatten("", cfg.to_dict(), fields_)
     for name in UNFINGERPRINTED:
@@ -349,6 +350,8 @@ def config_fields(cfg: RunConfig) -> dict[str, Any]:
         fields_["workload.file_sha256"] = _file_hash(cfg.workload.path.rpartition(":")[0])
     if cfg.search.warm_start is not None:
         fields_["search.warm_start_sha256"] = _file_hash(cfg.search.warm_start)
+    if cfg.search.pretrained is not None:
+        fields_["search.cost_model.pretrained_sha256"] = _file_hash(cfg.search.pretrained)
     return json.loads(json.dumps(fields_, sort_keys=True, default=str))  # plain JSON, as read back
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -216,6 +217,32 @@ def test_a_run_whose_files_moved_with_the_project_is_the_same_config(tmp_path: P
     edited = config_changes(start, config("edited", space_text=space + "\n# edited\n"))
     assert [line.split(":")[0] for line in edited] == ["search.space", "search.space_sha256"]
     assert config_changes({**start, "config": {k: v for k, v in fields.items() if k != "search.space_sha256"}}, moved)
+
+
+def test_a_pretrained_model_is_the_same_config_by_its_contents(tmp_path: Path) -> None:
+    """``cost_model: {kind: xgboost, pretrained: PATH}`` names a file: moved with the project it is
+    the same run; trained again in place it is another one; a config recorded without the
+    model's hash compares its path alone."""
+
+    def config(where: str, model: str = "model v1", name: str = "model.json") -> Any:
+        d = tmp_path / where
+        d.mkdir(exist_ok=True)
+        (d / name).write_text(model, encoding="utf-8")
+        search = {**SEARCH, "cost_model": {"kind": "xgboost", "pretrained": str(d / name)}}
+        return load_config(write_run_config(d, "rec", WORKLOAD, **search))
+
+    fields = config_fields(config("before"))
+    assert fields["search.cost_model.pretrained_sha256"] == hashlib.sha256(b"model v1").hexdigest()
+    start = {"fingerprint": fingerprint(fields), "config": fields}
+    assert config_changes(start, config("moved")) == []
+    retrained = config_changes(start, config("before", model="model v2"))
+    assert [line.split(":")[0] for line in retrained] == ["search.cost_model.pretrained_sha256"]
+    renamed = config_changes(start, config("renamed", name="other.json"))
+    assert [line.split(":")[0] for line in renamed] == ["search.cost_model.pretrained"]
+    unhashed = {k: v for k, v in fields.items() if k != "search.cost_model.pretrained_sha256"}
+    old = {"fingerprint": fingerprint(unhashed), "config": unhashed}
+    assert config_changes(old, config("before", model="model v3")) == []  # the path alone: not seen
+    assert [line.split(":")[0] for line in config_changes(old, config("moved"))] == ["search.cost_model.pretrained"]
 
 
 def test_changed_fields_names_added_and_removed_fields() -> None:
