@@ -29,7 +29,13 @@ from autotune.search.strategies import (
     evolutionary,
     make_strategy,
 )
-from autotune.search.strategies.evolutionary import GENERATIONS, MIN_PARENTS, POPULATION, RANDOM_SHARE
+from autotune.search.strategies.evolutionary import (
+    GENERATIONS,
+    MIN_PARENTS,
+    POPULATION,
+    RANDOM_SHARE,
+    SCORED_RANDOM,
+)
 
 SPACE = SearchSpace(
     "small",
@@ -223,12 +229,16 @@ def test_evolutionary_breeds_generations_on_the_scorer_before_it_proposes() -> N
     assert calls == []
     run(strategy, rounds=1)
     proposals = strategy.propose(10)
-    assert len(calls) == 2 * GENERATIONS  # one call per generation, each round
-    mutants = [p.values() for p in proposals if p.origin == "mutant"]
-    assert len(mutants) == 10 - round(RANDOM_SHARE * 10)
-    assert not any(v["tile"] == 16 and v["vector"] == 16 for v in mutants)  # infinite: never proposed
-    predicted = [latency(v) for v in mutants]
+    bred = 10 - round(RANDOM_SHARE * 10)
+    # each round: one call per generation, and one for the random assignments scored beside the first
+    assert len(calls) == 2 * (GENERATIONS + 1)
+    assert calls[GENERATIONS + 2] == round(SCORED_RANDOM * bred)  # this round's second call
+    evolved = [p.values() for p in proposals[:bred]]
+    assert {p.origin for p in proposals[:bred]} <= {"mutant", "random"}
+    assert not any(v["tile"] == 16 and v["vector"] == 16 for v in evolved)  # infinite: never proposed
+    predicted = [latency(v) for v in evolved]
     assert predicted == sorted(predicted)  # the best predicted of all generations, best first
+    assert [p.origin for p in proposals[bred:]] == ["random"] * (10 - bred)
 
 
 def test_evolutionary_with_a_scorer_finds_more_than_without(monkeypatch: pytest.MonkeyPatch) -> None:

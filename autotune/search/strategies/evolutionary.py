@@ -28,10 +28,12 @@
 - with the tuner's scorer (:meth:`~.base.SearchStrategy.score_with`: the cost model's prediction
   for an assignment, which the tuner applies and lowers to get it; a search with a model that
   ranks has one), the children are bred for :data:`GENERATIONS` generations before any is
-  proposed, as MetaSchedule's genetic algorithm evolves on the model: after the first generation
-  (children of the measured population), half of each generation's children are mutants of the
-  :data:`POPULATION` best predicted so far and half of the measured population again, and the
-  proposals are the best predicted of all generations. A candidate two or three decisions from
+  proposed, as MetaSchedule's genetic algorithm evolves on the model: the first generation
+  (children of the measured population) is scored beside as many random assignments
+  (:data:`SCORED_RANDOM`), then half of each generation's children are mutants of the
+  :data:`POPULATION` best predicted so far (random ones among them) and half of the measured
+  population again, and the proposals are the best predicted of all (a random assignment kept
+  as drawn is proposed as ``random``). A candidate two or three decisions from
   every measured one (a stage moved from its register tile to an unrolled and jammed window, then
   its tile sizes) is proposed when the model expects it to be fast, where one or two random
   changes of a measured parent would rarely reach it. Invalid ones and those over the memory
@@ -57,8 +59,8 @@ from ..space import SearchSpace
 from .base import FRESH_TRIES, Assignment, Outcome, SearchStrategy, random_assignment, register_strategy
 
 __all__ = [
-    "GENERATIONS", "MIN_PARENTS", "NEVER_FITS_AFTER", "POPULATION", "RANDOM_SHARE", "TWO_CHANGES",
-    "EvolutionarySearch",
+    "GENERATIONS", "MIN_PARENTS", "NEVER_FITS_AFTER", "POPULATION", "RANDOM_SHARE", "SCORED_RANDOM",
+    "TWO_CHANGES", "EvolutionarySearch",
 ]  # fmt: skip
 
 POPULATION = 16
@@ -72,6 +74,11 @@ TWO_CHANGES = 0.25
 GENERATIONS = 3
 """Generations of children bred on the cost model's predictions before the best are proposed (the
 first bred from the measured population); 1: the first generation is proposed as it is."""
+SCORED_RANDOM = 1.0
+"""Random assignments scored beside the first generation, per child bred in a generation: those
+the model ranks among the :data:`POPULATION` best predicted are bred from like the best children,
+so that a region no measured assignment is near can be reached when the model expects it to be
+fast (MetaSchedule's initial population is mostly random draws for the same reason)."""
 NEVER_FITS_AFTER = 2
 """A draw is taken to be over the memory with a memory knob's value that this many infeasible
 trials have had and no feasible one (on ``examples/small.yaml`` every trial with pool1 whole at root was over
@@ -115,33 +122,42 @@ class EvolutionarySearch(SearchStrategy):
         if len(population) < MIN_PARENTS:
             return self._kept(self._fresh(n, lambda: (randomly(), "random"), taken), exact)
         n_bred = n - round(RANDOM_SHARE * n)
-        children = self._bred(population, n_bred, taken, rng)
+        children = [(k, "mutant") for k in self._bred(population, n_bred, taken, rng)]
         if self.scorer is not None and children and GENERATIONS > 1:
             children = self._evolve(population, children, n_bred, taken, rng)
         randoms = self._kept(self._fresh(n - len(children), lambda: (randomly(), "random"), taken), exact)
-        return [(k, "mutant") for k in children] + randoms
+        return children + randoms
 
     def _evolve(
         self,
         population: list[Assignment],
-        first: list[Assignment],
+        first: list[tuple[Assignment, str]],
         n: int,
         taken: set[Assignment],
         rng: np.random.Generator,
-    ) -> list[Assignment]:
-        """The ``n`` best predicted children of :data:`GENERATIONS` generations, ``first`` the
-        first (see the module docstring); ``first`` as it is while the model has no order."""
+    ) -> list[tuple[Assignment, str]]:
+        """The ``n`` best predicted of :data:`GENERATIONS` generations, ``first`` the children of
+        the first, scored beside :data:`SCORED_RANDOM` times as many random assignments (see the
+        module docstring); ``first`` as it is while the model has no order."""
         assert self.scorer is not None
-        predicted = dict(zip(first, self.scorer(first)))
+        predicted = dict(zip((k for k, _ in first), self.scorer([k for k, _ in first])))
         if any(math.isnan(v) for v in predicted.values()) or not _best(predicted, 1):
             return first  # no order to breed on
+        origin = dict(first)
+        randomly = self._within(lambda: random_assignment(self.space, rng), self._taken_over)
+        drawn = self._fresh(round(SCORED_RANDOM * n), lambda: (randomly(), "random"), taken)
+        drawn = self._kept(drawn, self._taken_over)
+        if drawn:
+            origin.update(drawn)
+            predicted.update(zip((k for k, _ in drawn), self.scorer([k for k, _ in drawn])))
         for _ in range(GENERATIONS - 1):
             leaders = _best(predicted, POPULATION)
             new = self._bred(leaders, n - n // 2, taken, rng) + self._bred(population, n // 2, taken, rng)
             if not leaders or not new:
                 break
+            origin.update((k, "mutant") for k in new)
             predicted.update(zip(new, self.scorer(new)))
-        return _best(predicted, n)
+        return [(k, origin[k]) for k in _best(predicted, n)]
 
     def _bred(
         self, parents: list[Assignment], n: int, taken: set[Assignment], rng: np.random.Generator
