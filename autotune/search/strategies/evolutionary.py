@@ -78,7 +78,7 @@ SCORED_RANDOM = 1.0
 """Random assignments scored beside the first generation, per child bred in a generation: those
 the model ranks among the :data:`POPULATION` best predicted are bred from like the best children,
 so that a region no measured assignment is near can be reached when the model expects it to be
-fast (MetaSchedule's initial population is mostly random draws for the same reason)."""
+fast (MetaSchedule's initial population is mostly random draws, the rest measured schedules)."""
 NEVER_FITS_AFTER = 2
 """A draw is taken to be over the memory with a memory knob's value that this many infeasible
 trials have had and no feasible one (on ``examples/small.yaml`` every trial with pool1 whole at root was over
@@ -117,8 +117,8 @@ class EvolutionarySearch(SearchStrategy):
     def _draw(self, n: int, rng: np.random.Generator) -> list[tuple[Assignment, str]]:
         population = self.population
         taken: set[Assignment] = set()
-        exact, likely = self.memory.over, self._taken_over
-        randomly = self._within(lambda: random_assignment(self.space, rng), likely)
+        exact = self.memory.over
+        randomly = self._random(rng)
         if len(population) < MIN_PARENTS:
             return self._kept(self._fresh(n, lambda: (randomly(), "random"), taken), exact)
         n_bred = n - round(RANDOM_SHARE * n)
@@ -144,7 +144,7 @@ class EvolutionarySearch(SearchStrategy):
         if any(math.isnan(v) for v in predicted.values()) or not _best(predicted, 1):
             return first  # no order to breed on
         origin = dict(first)
-        randomly = self._within(lambda: random_assignment(self.space, rng), self._taken_over)
+        randomly = self._random(rng)
         drawn = self._fresh(round(SCORED_RANDOM * n), lambda: (randomly(), "random"), taken)
         drawn = self._kept(drawn, self._taken_over)
         if drawn:
@@ -169,6 +169,10 @@ class EvolutionarySearch(SearchStrategy):
         return [
             k for k, _ in self._kept(self._fresh(n, lambda: (child(), "mutant"), taken), self._taken_over)
         ]
+
+    def _random(self, rng: np.random.Generator) -> Callable[[], Assignment]:
+        """Uniform random assignments, drawn again while taken to be over the memory."""
+        return self._within(lambda: random_assignment(self.space, rng), self._taken_over)
 
     def _taken_over(self, knobs: Assignment) -> bool:
         """Whether a draw is taken to be over the memory: the setting of an infeasible trial, or,
