@@ -682,16 +682,21 @@ def verdict_lines(v: dict[str, Any], judge: str) -> list[str]:
             ratio = "-" if x.get("vs_random") is None else f"{x['vs_random']:.2f}"
             if "vs_random_at_most" in x:  # random missed seeds (each counted as one trial past its run)
                 ratio += f", at most {x['vs_random_at_most']:.2f}"
-            ratios.append(
-                f"{s} {ratio} ({mean} over {x['reached']} of {x['seeds']} seeds; random {base_mean} "
-                f"over {base.get('reached', 0)} of {base.get('seeds', 0)})"
-            )
+            reached = f"{mean} over {x['reached']} of {x['seeds']} seeds"
+            if "random" in v:
+                ratios.append(
+                    f"{s} {ratio} ({reached}; random {base_mean} over {base['reached']} of {base['seeds']})"
+                )
+            else:
+                ratios.append(f"{s} {reached}")
     line = (
         f"By the {judge}: within 5% in at most {TARGET_TRIALS} measured trials and {TARGET_WALL_S:.0f} s of "
         f"search wall: {met}."
     )
-    if ratios:
+    if ratios and "random" in v:
         line += f" Mean trials to 5% over random's (seeds that got there): {'; '.join(ratios)}."
+    elif ratios:
+        line += f" Mean trials to 5% (seeds that got there; no random runs here): {'; '.join(ratios)}."
     return [line, ""]
 
 

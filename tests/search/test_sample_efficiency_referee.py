@@ -106,6 +106,11 @@ def test_without_random_runs_there_is_no_ratio_to_random(se: Any) -> None:
     runs = [{"strategy": "evolutionary", "wall": {"search_s": 9.0}, "n": 21, "curve": [1.0] * 64}]
     v = se.verdict(runs, lambda r: r["n"])
     assert v == {"evolutionary": {"seeds": 1, "met": 1, "reached": 1, "mean_trials": 21.0, "vs_random": None}}
+    line = se.verdict_lines(v, "referee")[0]
+    assert line.endswith(
+        "Mean trials to 5% (seeds that got there; no random runs here): evolutionary 21.0 over 1 of 1 seeds."
+    )
+    assert "random -" not in line
 
 
 def test_round_agreement_ranks_the_rounds_against_each_other(se: Any) -> None:
