@@ -673,30 +673,27 @@ def model_lines(meta: dict[str, Any], path: str) -> list[str]:
 
 def verdict_lines(v: dict[str, Any], judge: str) -> list[str]:
     met = ", ".join(f"{s} {x['met']}/{x['seeds']}" for s, x in v.items())
+    base = v.get("random")
     ratios = []
-    for s in MODEL_GUIDED:
-        if s in v:
-            x, base = v[s], v.get("random", {})
-            mean = "-" if x["mean_trials"] is None else f"{x['mean_trials']:.1f}"
-            base_mean = "-" if base.get("mean_trials") is None else f"{base['mean_trials']:.1f}"
-            ratio = "-" if x.get("vs_random") is None else f"{x['vs_random']:.2f}"
-            if "vs_random_at_most" in x:  # random missed seeds (each counted as one trial past its run)
-                ratio += f", at most {x['vs_random_at_most']:.2f}"
-            reached = f"{mean} over {x['reached']} of {x['seeds']} seeds"
-            if "random" in v:
-                ratios.append(
-                    f"{s} {ratio} ({reached}; random {base_mean} over {base['reached']} of {base['seeds']})"
-                )
-            else:
-                ratios.append(f"{s} {reached}")
+    for s in (s for s in MODEL_GUIDED if s in v):
+        x = v[s]
+        mean = "-" if x["mean_trials"] is None else f"{x['mean_trials']:.1f}"
+        reached = f"{mean} over {x['reached']} of {x['seeds']} seeds"
+        if base is None:
+            ratios.append(f"{s} {reached}")
+            continue
+        base_mean = "-" if base["mean_trials"] is None else f"{base['mean_trials']:.1f}"
+        ratio = "-" if x.get("vs_random") is None else f"{x['vs_random']:.2f}"
+        if "vs_random_at_most" in x:  # random missed seeds (each counted as one trial past its run)
+            ratio += f", at most {x['vs_random_at_most']:.2f}"
+        ratios.append(f"{s} {ratio} ({reached}; random {base_mean} over {base['reached']} of {base['seeds']})")
     line = (
         f"By the {judge}: within 5% in at most {TARGET_TRIALS} measured trials and {TARGET_WALL_S:.0f} s of "
         f"search wall: {met}."
     )
-    if ratios and "random" in v:
-        line += f" Mean trials to 5% over random's (seeds that got there): {'; '.join(ratios)}."
-    elif ratios:
-        line += f" Mean trials to 5% (seeds that got there; no random runs here): {'; '.join(ratios)}."
+    if ratios:
+        about = "over random's (seeds that got there)" if base else "(seeds that got there; no random runs here)"
+        line += f" Mean trials to 5% {about}: {'; '.join(ratios)}."
     return [line, ""]
 
 
