@@ -111,7 +111,9 @@ the whole ``tune`` call's; the infeasible and invalid trials. Per workload and s
 within 5% in at most 64 measured trials with a search wall of at most 180 s, and compares the mean
 trials-to-5% of each model-guided strategy (over its seeds that got there) with random's; when
 random missed seeds and the strategy got there on every one, also the most that ratio can be
-(each seed random missed counted as one trial past its run). The
+(each seed random missed counted as one trial past its run), and the most it can be if random went
+on drawing (:func:`random_trials`: random's draws are independent, so its trials to the first
+schedule within 5% are geometric, and its runs that missed bound them too). The
 latencies are the search's own medians, measured while the run went on, so runs done at different
 times on a loaded machine differ by noise too; the report gives the host (``machine()``), its load
 average at the start and end of the invocation, and how many runs were read from earlier ones.
@@ -183,6 +185,8 @@ many times the fastest's."""
 CONFIRM_ROUNDS = 10
 """The rounds of the referee's second pass."""
 TARGET_WALL_S = 180.0
+CONFIDENCE = 0.95
+"""The confidence of the lower bound on random's mean trials to 5% (:func:`random_trials`)."""
 COLOURS = {"random": "C0", "tpe": "C1", "evolutionary": "C2", "pretrained": "C3"}
 
 
@@ -545,12 +549,53 @@ def trials_to(curve: list[float | None], target: float) -> int | None:
     return next((i + 1 for i, v in enumerate(curve) if v is not None and v <= target), None)
 
 
+def poisson_upper(events: int, confidence: float) -> float:
+    """The upper ``confidence`` bound on the mean of a Poisson count that came out ``events``: the
+    mean at which a count of at most ``events`` has probability ``1 - confidence`` (bisection)."""
+
+    def at_most(mean: float) -> float:
+        term = total = math.exp(-mean)
+        for k in range(1, events + 1):
+            term *= mean / k
+            total += term
+        return total
+
+    lo, hi = 0.0, events + 10.0 * math.sqrt(events + 1.0) + 10.0
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        lo, hi = (mid, hi) if at_most(mid) > 1.0 - confidence else (lo, mid)
+    return (lo + hi) / 2.0
+
+
+def random_trials(
+    randoms: list[dict[str, Any]], to_within: Callable[[dict[str, Any]], int | None]
+) -> dict[str, Any]:
+    """Random's mean trials to 5% had its runs gone on drawing. Each measured trial of random is
+    an independent uniform draw (without repeats, which only helps it), so the trials to its first
+    schedule within 5% are geometric: over its runs, ``trials`` measured trials (a run's trials up
+    to its first within 5%, or all of them) of which ``reached`` were a run's first within 5% give
+    the chance per trial ``reached / trials`` and the ``mean`` trials ``trials / reached`` (None
+    when no run got there); at :data:`CONFIDENCE`, the chance is at most the Poisson upper bound of
+    ``reached`` over ``trials``, so random's mean is ``at_least`` ``trials`` over that bound (with
+    no run there, about ``trials / 3``: the rule of three)."""
+    ns = [to_within(r) for r in randoms]
+    trials = sum(n if n is not None else len(r["curve"]) for n, r in zip(ns, randoms))
+    reached = sum(n is not None for n in ns)
+    return {
+        "trials": trials, "reached": reached, "mean": trials / reached if reached else None,
+        "at_least": trials / poisson_upper(reached, CONFIDENCE),
+    }  # fmt: skip
+
+
 def verdict(runs: list[dict[str, Any]], to_within: Callable[[dict[str, Any]], int | None]) -> dict[str, Any]:
     """Per strategy: the seeds within 5% in at most 64 trials and 180 s of search wall, and the
     mean trials-to-5% of the seeds that got there; each model-guided strategy's mean over random's
     (``vs_random``), and, when random missed some seeds and the strategy none, a bound on that ratio
     (``vs_random_at_most``): each seed random missed counted as needing one trial more than its run
-    measured, so random's mean is at least that and the ratio at most the bound.
+    measured, so random's mean is at least that and the ratio at most the bound. With random runs,
+    random's geometric estimate (``random["geometric"]``: :func:`random_trials`), and for a
+    strategy that got there on every seed, its mean over the estimate's lower bound
+    (``vs_random_geometric_at_most``).
     ``to_within``: a run's trials to 5% (by the search's medians or by the referee's)."""
     out: dict[str, Any] = {}
     for strategy in dict.fromkeys(r["strategy"] for r in runs):
@@ -567,6 +612,8 @@ def verdict(runs: list[dict[str, Any]], to_within: Callable[[dict[str, Any]], in
         }  # fmt: skip
     base = out.get("random", {}).get("mean_trials")
     randoms = [r for r in runs if r["strategy"] == "random"]
+    if randoms:
+        out["random"]["geometric"] = random_trials(randoms, to_within)
     for strategy in MODEL_GUIDED:
         if strategy in out:
             x = out[strategy]
@@ -580,6 +627,8 @@ def verdict(runs: list[dict[str, Any]], to_within: Callable[[dict[str, Any]], in
             ):
                 at_least = [n if (n := to_within(r)) is not None else len(r["curve"]) + 1 for r in randoms]
                 x["vs_random_at_most"] = mean / statistics.mean(at_least)
+            if randoms and mean is not None and x["reached"] == x["seeds"]:
+                x["vs_random_geometric_at_most"] = mean / out["random"]["geometric"]["at_least"]
     return out
 
 
@@ -694,6 +743,19 @@ def verdict_lines(v: dict[str, Any], judge: str) -> list[str]:
     if ratios:
         about = "over random's (seeds that got there)" if base else "(seeds that got there; no random runs here)"
         line += f" Mean trials to 5% {about}: {'; '.join(ratios)}."
+    if base is not None and "geometric" in base:
+        g = base["geometric"]
+        mean = "-" if g["mean"] is None else f"{g['mean']:.1f}"
+        line += (
+            f" Random had it drawn on (its trials to 5% geometric; {g['trials']} measured trials, "
+            f"{g['reached']} a run's first within 5%): mean {mean} trials, at least {g['at_least']:.1f} "
+            f"at {CONFIDENCE:.0%}"
+        )
+        bounded = [
+            f"{s} at most {v[s]['vs_random_geometric_at_most']:.2f}"
+            for s in MODEL_GUIDED if s in v and "vs_random_geometric_at_most" in v[s]
+        ]  # fmt: skip
+        line += f"; over that bound: {', '.join(bounded)}." if bounded else "."
     return [line, ""]
 
 

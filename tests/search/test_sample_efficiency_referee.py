@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -74,9 +75,13 @@ def test_verdict_counts_seeds_within_the_trials_and_the_wall(se: Any) -> None:
         {"strategy": "evolutionary", "wall": {"search_s": 200.0}, "n": 30},  # over 180 s
     ]
     v = se.verdict(runs, lambda r: r["n"])
-    assert v["random"] == {"seeds": 1, "met": 0, "reached": 0, "mean_trials": None}
+    assert v["random"] == {
+        "seeds": 1, "met": 0, "reached": 0, "mean_trials": None,
+        "geometric": {"trials": 64, "reached": 0, "mean": None, "at_least": pytest.approx(64 / math.log(20))},
+    }  # fmt: skip
     assert v["evolutionary"] == {
         "seeds": 2, "met": 1, "reached": 2, "mean_trials": 25.0, "vs_random": None, "vs_random_at_most": 25 / 65,
+        "vs_random_geometric_at_most": pytest.approx(25 / (64 / math.log(20))),
     }  # fmt: skip
 
 
@@ -99,6 +104,24 @@ def test_a_strategy_that_always_got_there_is_bounded_against_a_random_that_did_n
     assert "vs_random_at_most" not in v["pretrained"]
     line = se.verdict_lines(v, "referee")[0]
     assert "evolutionary 0.53, at most 0.40 (21.0 over 2 of 2 seeds; random 40.0 over 1 of 2)" in line
+    # geometric: 40 + 64 trials, one a run's first within 5%
+    g = v["random"]["geometric"]
+    assert (g["trials"], g["reached"], g["mean"]) == (104, 1, 104.0)
+    assert g["at_least"] == pytest.approx(104 / 4.7439, rel=1e-4)  # the Poisson upper bound of 1 event
+    assert v["evolutionary"]["vs_random_geometric_at_most"] == pytest.approx(21 / g["at_least"])
+    assert "vs_random_geometric_at_most" not in v["pretrained"]
+    assert line.endswith(
+        "Random had it drawn on (its trials to 5% geometric; 104 measured trials, 1 a run's first within "
+        "5%): mean 104.0 trials, at least 21.9 at 95%; over that bound: evolutionary at most 0.96."
+    )
+
+
+def test_the_poisson_upper_bound_leaves_the_stated_chance_below_the_count(se: Any) -> None:
+    """No event: the rule of three (ln 20); one and five events: the chi-square bounds
+    (chi2(0.95, 2k + 2) / 2: 4.744 and 10.513)."""
+    assert se.poisson_upper(0, 0.95) == pytest.approx(math.log(20))
+    assert se.poisson_upper(1, 0.95) == pytest.approx(4.7439, rel=1e-4)
+    assert se.poisson_upper(5, 0.95) == pytest.approx(10.5130, rel=1e-4)
 
 
 def test_without_random_runs_there_is_no_ratio_to_random(se: Any) -> None:
