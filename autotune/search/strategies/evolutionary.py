@@ -71,14 +71,22 @@ RANDOM_SHARE = 0.2
 """The share of each call's proposals drawn at random instead of bred."""
 TWO_CHANGES = 0.25
 """The probability that a child differs from its parent in two decisions rather than one."""
-GENERATIONS = 3
+GENERATIONS = 4
 """Generations of children bred on the cost model's predictions before the best are proposed (the
 first bred from the measured population); 1: the first generation is proposed as it is."""
-SCORED_RANDOM = 1.0
+SCORED_RANDOM = 2.0
 """Random assignments scored beside the first generation, per child bred in a generation: those
 the model ranks among the :data:`POPULATION` best predicted are bred from like the best children,
 so that a region no measured assignment is near can be reached when the model expects it to be
-fast (MetaSchedule's initial population is mostly random draws, the rest measured schedules)."""
+fast (MetaSchedule's initial population is mostly random draws, the rest measured schedules).
+
+With these two at 2.0 and 4 (twice the random draws, and one more generation in which the ones
+the model ranks high are refined on it before they compete for a measurement) against 1.0 and 3,
+6 seeds of 64 trials each, one referee per workload judging both (``experiments/sample_efficiency.py``,
+``results/sample_efficiency_rocketlake_sr2_g4_*``), the seeds within 5% of the best: bottleneck 3
+against 1, pool_chain 6 and 6 (27.7 trials to 5% on average against 18.2), dw_separable 4 and 4.
+Each round scores 1.5 times as many candidates: a bottleneck run's search wall was 116-143 s
+against 79-124 s, pool_chain's 34-37 s against 27-30 s."""
 NEVER_FITS_AFTER = 2
 """A draw is taken to be over the memory with a memory knob's value that this many infeasible
 trials have had and no feasible one (on ``examples/small.yaml`` every trial with pool1 whole at root was over
