@@ -752,10 +752,10 @@ def verdict_lines(v: dict[str, Any], judge: str) -> list[str]:
             f"at {CONFIDENCE:.0%}"
         )
         bounded = [
-            f"{s} at most {v[s]['vs_random_geometric_at_most']:.2f}"
+            f"{s}'s mean at most {v[s]['vs_random_geometric_at_most']:.2f} of it"
             for s in MODEL_GUIDED if s in v and "vs_random_geometric_at_most" in v[s]
         ]  # fmt: skip
-        line += f"; over that bound: {', '.join(bounded)}." if bounded else "."
+        line += f"; {', '.join(bounded)}." if bounded else "."
     return [line, ""]
 
 

@@ -112,7 +112,7 @@ def test_a_strategy_that_always_got_there_is_bounded_against_a_random_that_did_n
     assert "vs_random_geometric_at_most" not in v["pretrained"]
     assert line.endswith(
         "Random had it drawn on (its trials to 5% geometric; 104 measured trials, 1 a run's first within "
-        "5%): mean 104.0 trials, at least 21.9 at 95%; over that bound: evolutionary at most 0.96."
+        "5%): mean 104.0 trials, at least 21.9 at 95%; evolutionary's mean at most 0.96 of it."
     )
 
 
