@@ -162,3 +162,21 @@ def test_a_search_that_measures_nothing_stops(tmp_path: Path, monkeypatch: pytes
     logged = TrialLog.load(tmp_path / "run" / "trials.jsonl")
     assert executor.calls == 0 and logged and all(r.status == "infeasible" for r in logged)
     assert re.search(r"peak [\d,]+ bytes is over peak_limit 100 bytes", logged[0].reason)
+
+
+@pytest.mark.parametrize("strategy", [{"strategy": "random"}, {"strategy": "optuna", "sampler": "tpe"}])
+def test_without_a_model_a_round_tries_its_batch_until_enough_fit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, strategy: dict[str, str]
+) -> None:
+    """Without a cost model every feasible candidate tried is measured, so a round tries its batch
+    in order until ``measure_per_round`` fit: under a 1 KiB limit, where the first proposals of
+    round 0 are over it, the round still measures two, and one round that measured nothing would
+    have ended the search (``IDLE_ROUNDS`` 1)."""
+    monkeypatch.setattr(tuner_module, "IDLE_ROUNDS", 1)
+    memory = {"pools": [{"name": "sram", "size": "2MiB"}], "peak_limit": "1KiB"}
+    path = narrow_config(tmp_path, memory, trials=2, batch=12, measure_per_round=2, seed=1, **strategy)
+    tune(load_config(path), progress=False, executor=InProcess())
+    logged = TrialLog.load(tmp_path / "run" / "trials.jsonl")
+    assert [r.round for r in logged] == [0] * len(logged)
+    statuses = [r.status for r in logged]
+    assert statuses[0] == "infeasible" and statuses.count("ok") == 2
