@@ -45,7 +45,7 @@ Models are registered by name, so the YAML says ``cost_model: xgboost`` (or
   by the estimate's line with the slope fitted on its logs (the same order as the estimate alone
   while that slope is positive); its trees count once the run's own trials are fitted, which add
   trees to it.
-- ``"none"`` (:class:`NoModel`): no ranking; every sampled candidate is measured.
+- ``"none"`` (:class:`NoModel`): no ranking; the tuner measures its feasible candidates at random.
 
 :mod:`autotune.search.rank_scores` says how well predictions order measured latencies (the
 report's "Cost model" section and the training command use it); :mod:`autotune.search.cost_model_file`
@@ -80,7 +80,7 @@ __all__ = [
 
 
 class CostModel(ABC):
-    """Predicts latency (ms) from feature rows. ``ranks`` False: the tuner measures everything."""
+    """Predicts latency (ms) from feature rows. ``ranks`` False: the tuner measures at random."""
 
     name: ClassVar[str]
     ranks: ClassVar[bool] = True
@@ -164,7 +164,7 @@ def _check_weights(weights: np.ndarray | None, n: int) -> np.ndarray | None:
 
 @register_cost_model
 class NoModel(CostModel):
-    """No model: predicts NaN, so every sampled candidate is measured."""
+    """No model: predicts NaN, so the tuner measures its feasible candidates at random."""
 
     name = "none"
     ranks = False

@@ -7,11 +7,10 @@ training rows) and :meth:`Search.run_round` runs one round:
 1. ask the strategy (``search.strategy``, :mod:`autotune.search.strategies`: Optuna's TPE or
    NSGA-II, evolutionary, random) for ``search.batch`` proposals; apply the space to each (a
    ScheduleError is an ``invalid`` trial) and lower it with the config's pools (a pool overflow or
-   ``peak > peak_limit`` is ``infeasible``, with its exact peak, never compiled). With
-   ``cost_model: none`` the proposals are tried in order until ``search.measure_per_round`` fit,
-   and the rest are not trials (told to the strategy as not measured): in a space where most
-   draws are over the memory a round still measures, where asking for ``measure_per_round``
-   proposals would log them infeasible and measure nothing (attention under its ``peak_limit``:
+   ``peak > peak_limit`` is ``infeasible``, with its exact peak, never compiled), with a cost model
+   or without (``cost_model: none``: were a round to ask for only ``measure_per_round``
+   proposals, in a space where most draws are over the memory it would log them infeasible and
+   measure nothing, and ten such rounds end the search; attention under its ``peak_limit``:
    about 1 random draw in 20 fits). Both are logged at once: every
    infeasible one (they do not use the trial budget), at most ``measure_per_round`` invalid ones
    per round (they do) so that they cannot use up the budget before anything is measured; the
@@ -52,7 +51,6 @@ The round's time is charged to the stopwatch's parts (:data:`~autotune.search.st
 
 from __future__ import annotations
 
-import math
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -220,8 +218,6 @@ class Search:
         if self.model.ranks:
             with self.clock("model"):
                 self.model.fit(_matrix(self.rows), np.asarray(self.times, dtype=float))
-        # without a model every feasible candidate tried is measured: try them in order until enough fit
-        enough = math.inf if self.model.ranks else self.cfg.search.measure_per_round
         feasible: list[_Candidate] = []
         outcomes: list[Outcome] = []
         self.settled = 0
@@ -229,8 +225,8 @@ class Search:
         with self.clock("propose"):
             proposals = self.strategy.propose(self.cfg.search.batch)
         for proposal in proposals:
-            if self.remaining <= 0 or len(feasible) >= min(enough, self.remaining):
-                outcomes.append(Outcome(None, proposal))  # past the budget, or not needed: not a trial
+            if self.remaining <= 0:
+                outcomes.append(Outcome(None, proposal))  # past the budget: not a trial
                 continue
             c = self._try(proposal, twins, outcomes)
             if c is not None:

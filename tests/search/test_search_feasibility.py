@@ -165,13 +165,14 @@ def test_a_search_that_measures_nothing_stops(tmp_path: Path, monkeypatch: pytes
 
 
 @pytest.mark.parametrize("strategy", [{"strategy": "random"}, {"strategy": "optuna", "sampler": "tpe"}])
-def test_without_a_model_a_round_tries_its_batch_until_enough_fit(
+def test_without_a_model_a_round_tries_its_whole_batch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, strategy: dict[str, str]
 ) -> None:
-    """Without a cost model every feasible candidate tried is measured, so a round tries its batch
-    in order until ``measure_per_round`` fit: under a 1 KiB limit, where the first proposals of
-    round 0 are over it, the round still measures two, and one round that measured nothing would
-    have ended the search (``IDLE_ROUNDS`` 1)."""
+    """Without a cost model a round tries its whole batch, as with one, and measures
+    ``measure_per_round`` of the proposals that fit, at random: under a 1 KiB limit, where the
+    first proposals of round 0 are over it, the round still measures two, where a round of
+    ``measure_per_round`` proposals would have measured nothing and ended the search
+    (``IDLE_ROUNDS`` 1)."""
     monkeypatch.setattr(tuner_module, "IDLE_ROUNDS", 1)
     memory = {"pools": [{"name": "sram", "size": "2MiB"}], "peak_limit": "1KiB"}
     path = narrow_config(tmp_path, memory, trials=2, batch=12, measure_per_round=2, seed=1, **strategy)
