@@ -13,7 +13,7 @@ _c2 = np.float32(0.125)
 
 @_nest("void(float32[::1], float32[::1], float32[::1], int64)", vectorizer="slp", fastmath={"afn", "arcp", "contract", "nsz", "reassoc"})
 def attention_i_3_0(expo_data, v_flat, mixed_data, i_5_0):
-    for i_3_0 in range(2):
+    for i_3_0 in range(1):
         for d_0 in range(4):
             mixed_acc_0 = _c0; mixed_acc_1 = _c0; mixed_acc_2 = _c0; mixed_acc_3 = _c0; mixed_acc_4 = _c0; mixed_acc_5 = _c0; mixed_acc_6 = _c0; mixed_acc_7 = _c0
             mixed_acc_8 = _c0; mixed_acc_9 = _c0; mixed_acc_10 = _c0; mixed_acc_11 = _c0; mixed_acc_12 = _c0; mixed_acc_13 = _c0; mixed_acc_14 = _c0; mixed_acc_15 = _c0
@@ -88,93 +88,93 @@ def attention_i_3_0(expo_data, v_flat, mixed_data, i_5_0):
             mixed_acc_62 = _c0
             mixed_acc_63 = _c0
             for rt in range(256):
-                ix_3 = i_5_0 * 3072 + i_3_0 * 1024 + rt
-                ld_3 = expo_data[np.uintp(ix_3)]
+                ix_3 = i_5_0 * 1024 + rt
+                ld_10 = expo_data[np.uintp(ix_3)]
                 ix_4 = rt * 64 + d_0 * 16
-                ld_4 = v_flat[np.uintp(ix_4)]
-                mixed_acc_0 = mixed_acc_0 + ld_3 * ld_4
-                ld_5 = v_flat[np.uintp(ix_4 + 1)]
-                mixed_acc_1 = mixed_acc_1 + ld_3 * ld_5
-                ld_6 = v_flat[np.uintp(ix_4 + 2)]
-                mixed_acc_2 = mixed_acc_2 + ld_3 * ld_6
-                ld_7 = v_flat[np.uintp(ix_4 + 3)]
-                mixed_acc_3 = mixed_acc_3 + ld_3 * ld_7
-                ld_8 = v_flat[np.uintp(ix_4 + 4)]
-                mixed_acc_4 = mixed_acc_4 + ld_3 * ld_8
-                ld_9 = v_flat[np.uintp(ix_4 + 5)]
-                mixed_acc_5 = mixed_acc_5 + ld_3 * ld_9
-                ld_10 = v_flat[np.uintp(ix_4 + 6)]
-                mixed_acc_6 = mixed_acc_6 + ld_3 * ld_10
-                ld_11 = v_flat[np.uintp(ix_4 + 7)]
-                mixed_acc_7 = mixed_acc_7 + ld_3 * ld_11
-                ld_12 = v_flat[np.uintp(ix_4 + 8)]
-                mixed_acc_8 = mixed_acc_8 + ld_3 * ld_12
-                ld_13 = v_flat[np.uintp(ix_4 + 9)]
-                mixed_acc_9 = mixed_acc_9 + ld_3 * ld_13
-                ld_14 = v_flat[np.uintp(ix_4 + 10)]
-                mixed_acc_10 = mixed_acc_10 + ld_3 * ld_14
-                ld_15 = v_flat[np.uintp(ix_4 + 11)]
-                mixed_acc_11 = mixed_acc_11 + ld_3 * ld_15
-                ld_16 = v_flat[np.uintp(ix_4 + 12)]
-                mixed_acc_12 = mixed_acc_12 + ld_3 * ld_16
-                ld_17 = v_flat[np.uintp(ix_4 + 13)]
-                mixed_acc_13 = mixed_acc_13 + ld_3 * ld_17
-                ld_18 = v_flat[np.uintp(ix_4 + 14)]
-                mixed_acc_14 = mixed_acc_14 + ld_3 * ld_18
-                ld_19 = v_flat[np.uintp(ix_4 + 15)]
-                mixed_acc_15 = mixed_acc_15 + ld_3 * ld_19
-                ld_20 = expo_data[np.uintp(ix_3 + 256)]
-                mixed_acc_16 = mixed_acc_16 + ld_20 * ld_4
-                mixed_acc_17 = mixed_acc_17 + ld_20 * ld_5
-                mixed_acc_18 = mixed_acc_18 + ld_20 * ld_6
-                mixed_acc_19 = mixed_acc_19 + ld_20 * ld_7
-                mixed_acc_20 = mixed_acc_20 + ld_20 * ld_8
-                mixed_acc_21 = mixed_acc_21 + ld_20 * ld_9
-                mixed_acc_22 = mixed_acc_22 + ld_20 * ld_10
-                mixed_acc_23 = mixed_acc_23 + ld_20 * ld_11
-                mixed_acc_24 = mixed_acc_24 + ld_20 * ld_12
-                mixed_acc_25 = mixed_acc_25 + ld_20 * ld_13
-                mixed_acc_26 = mixed_acc_26 + ld_20 * ld_14
-                mixed_acc_27 = mixed_acc_27 + ld_20 * ld_15
-                mixed_acc_28 = mixed_acc_28 + ld_20 * ld_16
-                mixed_acc_29 = mixed_acc_29 + ld_20 * ld_17
-                mixed_acc_30 = mixed_acc_30 + ld_20 * ld_18
-                mixed_acc_31 = mixed_acc_31 + ld_20 * ld_19
-                ld_21 = expo_data[np.uintp(ix_3 + 512)]
-                mixed_acc_32 = mixed_acc_32 + ld_21 * ld_4
-                mixed_acc_33 = mixed_acc_33 + ld_21 * ld_5
-                mixed_acc_34 = mixed_acc_34 + ld_21 * ld_6
-                mixed_acc_35 = mixed_acc_35 + ld_21 * ld_7
-                mixed_acc_36 = mixed_acc_36 + ld_21 * ld_8
-                mixed_acc_37 = mixed_acc_37 + ld_21 * ld_9
-                mixed_acc_38 = mixed_acc_38 + ld_21 * ld_10
-                mixed_acc_39 = mixed_acc_39 + ld_21 * ld_11
-                mixed_acc_40 = mixed_acc_40 + ld_21 * ld_12
-                mixed_acc_41 = mixed_acc_41 + ld_21 * ld_13
-                mixed_acc_42 = mixed_acc_42 + ld_21 * ld_14
-                mixed_acc_43 = mixed_acc_43 + ld_21 * ld_15
-                mixed_acc_44 = mixed_acc_44 + ld_21 * ld_16
-                mixed_acc_45 = mixed_acc_45 + ld_21 * ld_17
-                mixed_acc_46 = mixed_acc_46 + ld_21 * ld_18
-                mixed_acc_47 = mixed_acc_47 + ld_21 * ld_19
-                ld_22 = expo_data[np.uintp(ix_3 + 768)]
-                mixed_acc_48 = mixed_acc_48 + ld_22 * ld_4
-                mixed_acc_49 = mixed_acc_49 + ld_22 * ld_5
-                mixed_acc_50 = mixed_acc_50 + ld_22 * ld_6
-                mixed_acc_51 = mixed_acc_51 + ld_22 * ld_7
-                mixed_acc_52 = mixed_acc_52 + ld_22 * ld_8
-                mixed_acc_53 = mixed_acc_53 + ld_22 * ld_9
-                mixed_acc_54 = mixed_acc_54 + ld_22 * ld_10
-                mixed_acc_55 = mixed_acc_55 + ld_22 * ld_11
-                mixed_acc_56 = mixed_acc_56 + ld_22 * ld_12
-                mixed_acc_57 = mixed_acc_57 + ld_22 * ld_13
-                mixed_acc_58 = mixed_acc_58 + ld_22 * ld_14
-                mixed_acc_59 = mixed_acc_59 + ld_22 * ld_15
-                mixed_acc_60 = mixed_acc_60 + ld_22 * ld_16
-                mixed_acc_61 = mixed_acc_61 + ld_22 * ld_17
-                mixed_acc_62 = mixed_acc_62 + ld_22 * ld_18
-                mixed_acc_63 = mixed_acc_63 + ld_22 * ld_19
-            ix_5 = i_5_0 * 1536 + i_3_0 * 256 + d_0 * 16
+                ld_11 = v_flat[np.uintp(ix_4)]
+                mixed_acc_0 = mixed_acc_0 + ld_10 * ld_11
+                ld_12 = v_flat[np.uintp(ix_4 + 1)]
+                mixed_acc_1 = mixed_acc_1 + ld_10 * ld_12
+                ld_13 = v_flat[np.uintp(ix_4 + 2)]
+                mixed_acc_2 = mixed_acc_2 + ld_10 * ld_13
+                ld_14 = v_flat[np.uintp(ix_4 + 3)]
+                mixed_acc_3 = mixed_acc_3 + ld_10 * ld_14
+                ld_15 = v_flat[np.uintp(ix_4 + 4)]
+                mixed_acc_4 = mixed_acc_4 + ld_10 * ld_15
+                ld_16 = v_flat[np.uintp(ix_4 + 5)]
+                mixed_acc_5 = mixed_acc_5 + ld_10 * ld_16
+                ld_17 = v_flat[np.uintp(ix_4 + 6)]
+                mixed_acc_6 = mixed_acc_6 + ld_10 * ld_17
+                ld_18 = v_flat[np.uintp(ix_4 + 7)]
+                mixed_acc_7 = mixed_acc_7 + ld_10 * ld_18
+                ld_19 = v_flat[np.uintp(ix_4 + 8)]
+                mixed_acc_8 = mixed_acc_8 + ld_10 * ld_19
+                ld_20 = v_flat[np.uintp(ix_4 + 9)]
+                mixed_acc_9 = mixed_acc_9 + ld_10 * ld_20
+                ld_21 = v_flat[np.uintp(ix_4 + 10)]
+                mixed_acc_10 = mixed_acc_10 + ld_10 * ld_21
+                ld_22 = v_flat[np.uintp(ix_4 + 11)]
+                mixed_acc_11 = mixed_acc_11 + ld_10 * ld_22
+                ld_23 = v_flat[np.uintp(ix_4 + 12)]
+                mixed_acc_12 = mixed_acc_12 + ld_10 * ld_23
+                ld_24 = v_flat[np.uintp(ix_4 + 13)]
+                mixed_acc_13 = mixed_acc_13 + ld_10 * ld_24
+                ld_25 = v_flat[np.uintp(ix_4 + 14)]
+                mixed_acc_14 = mixed_acc_14 + ld_10 * ld_25
+                ld_26 = v_flat[np.uintp(ix_4 + 15)]
+                mixed_acc_15 = mixed_acc_15 + ld_10 * ld_26
+                ld_27 = expo_data[np.uintp(ix_3 + 256)]
+                mixed_acc_16 = mixed_acc_16 + ld_27 * ld_11
+                mixed_acc_17 = mixed_acc_17 + ld_27 * ld_12
+                mixed_acc_18 = mixed_acc_18 + ld_27 * ld_13
+                mixed_acc_19 = mixed_acc_19 + ld_27 * ld_14
+                mixed_acc_20 = mixed_acc_20 + ld_27 * ld_15
+                mixed_acc_21 = mixed_acc_21 + ld_27 * ld_16
+                mixed_acc_22 = mixed_acc_22 + ld_27 * ld_17
+                mixed_acc_23 = mixed_acc_23 + ld_27 * ld_18
+                mixed_acc_24 = mixed_acc_24 + ld_27 * ld_19
+                mixed_acc_25 = mixed_acc_25 + ld_27 * ld_20
+                mixed_acc_26 = mixed_acc_26 + ld_27 * ld_21
+                mixed_acc_27 = mixed_acc_27 + ld_27 * ld_22
+                mixed_acc_28 = mixed_acc_28 + ld_27 * ld_23
+                mixed_acc_29 = mixed_acc_29 + ld_27 * ld_24
+                mixed_acc_30 = mixed_acc_30 + ld_27 * ld_25
+                mixed_acc_31 = mixed_acc_31 + ld_27 * ld_26
+                ld_28 = expo_data[np.uintp(ix_3 + 512)]
+                mixed_acc_32 = mixed_acc_32 + ld_28 * ld_11
+                mixed_acc_33 = mixed_acc_33 + ld_28 * ld_12
+                mixed_acc_34 = mixed_acc_34 + ld_28 * ld_13
+                mixed_acc_35 = mixed_acc_35 + ld_28 * ld_14
+                mixed_acc_36 = mixed_acc_36 + ld_28 * ld_15
+                mixed_acc_37 = mixed_acc_37 + ld_28 * ld_16
+                mixed_acc_38 = mixed_acc_38 + ld_28 * ld_17
+                mixed_acc_39 = mixed_acc_39 + ld_28 * ld_18
+                mixed_acc_40 = mixed_acc_40 + ld_28 * ld_19
+                mixed_acc_41 = mixed_acc_41 + ld_28 * ld_20
+                mixed_acc_42 = mixed_acc_42 + ld_28 * ld_21
+                mixed_acc_43 = mixed_acc_43 + ld_28 * ld_22
+                mixed_acc_44 = mixed_acc_44 + ld_28 * ld_23
+                mixed_acc_45 = mixed_acc_45 + ld_28 * ld_24
+                mixed_acc_46 = mixed_acc_46 + ld_28 * ld_25
+                mixed_acc_47 = mixed_acc_47 + ld_28 * ld_26
+                ld_29 = expo_data[np.uintp(ix_3 + 768)]
+                mixed_acc_48 = mixed_acc_48 + ld_29 * ld_11
+                mixed_acc_49 = mixed_acc_49 + ld_29 * ld_12
+                mixed_acc_50 = mixed_acc_50 + ld_29 * ld_13
+                mixed_acc_51 = mixed_acc_51 + ld_29 * ld_14
+                mixed_acc_52 = mixed_acc_52 + ld_29 * ld_15
+                mixed_acc_53 = mixed_acc_53 + ld_29 * ld_16
+                mixed_acc_54 = mixed_acc_54 + ld_29 * ld_17
+                mixed_acc_55 = mixed_acc_55 + ld_29 * ld_18
+                mixed_acc_56 = mixed_acc_56 + ld_29 * ld_19
+                mixed_acc_57 = mixed_acc_57 + ld_29 * ld_20
+                mixed_acc_58 = mixed_acc_58 + ld_29 * ld_21
+                mixed_acc_59 = mixed_acc_59 + ld_29 * ld_22
+                mixed_acc_60 = mixed_acc_60 + ld_29 * ld_23
+                mixed_acc_61 = mixed_acc_61 + ld_29 * ld_24
+                mixed_acc_62 = mixed_acc_62 + ld_29 * ld_25
+                mixed_acc_63 = mixed_acc_63 + ld_29 * ld_26
+            ix_5 = i_5_0 * 256 + d_0 * 16
             mixed_data[np.uintp(ix_5)] = mixed_acc_0
             mixed_data[np.uintp(ix_5 + 1)] = mixed_acc_1
             mixed_data[np.uintp(ix_5 + 2)] = mixed_acc_2
@@ -241,60 +241,114 @@ def attention_i_3_0(expo_data, v_flat, mixed_data, i_5_0):
             mixed_data[np.uintp(ix_5 + 207)] = mixed_acc_63
 
 
-@_nest("void(float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], int64)", vectorizer="loop", fastmath={"afn", "arcp", "contract", "nsz", "reassoc"}, noalias=True, linked=False)
-def attention_body(q_flat, k_flat, scores_data, top_data, expo_data, v_flat, mixed_data, total_data, out_flat, i_5_0):
-    for i_5_1 in range(16):
-        for j_0 in range(256):
-            for i_0 in range(4):
-                scores_acc_0 = _c0; scores_acc_1 = _c0
+@_nest("void(float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], int64)", vectorizer="loop", fastmath={"afn", "arcp", "contract", "nsz", "reassoc"}, noalias=True, linked=False)
+def attention_body(q_global_data, q_flat, k_flat, scores_data, top_data, expo_data, v_flat, mixed_data, total_data, out_flat, i_5_0):
+    for i_5_1 in range(32):
+        for ax0 in range(4):
+            for ax1 in range(64):
+                q_global_data[np.uintp(i_5_0 * 256 + ax0 * 64 + ax1)] = q_flat[np.uintp(i_5_0 * 8192 + i_5_1 * 256 + ax0 * 64 + ax1)]
+        for j_0 in range(32):
+            for i_0 in range(2):
+                scores_acc_0 = _c0; scores_acc_1 = _c0; scores_acc_2 = _c0; scores_acc_3 = _c0; scores_acc_4 = _c0; scores_acc_5 = _c0; scores_acc_6 = _c0; scores_acc_7 = _c0
+                scores_acc_8 = _c0; scores_acc_9 = _c0; scores_acc_10 = _c0; scores_acc_11 = _c0; scores_acc_12 = _c0; scores_acc_13 = _c0; scores_acc_14 = _c0; scores_acc_15 = _c0
                 scores_acc_0 = _c0
                 scores_acc_1 = _c0
+                scores_acc_2 = _c0
+                scores_acc_3 = _c0
+                scores_acc_4 = _c0
+                scores_acc_5 = _c0
+                scores_acc_6 = _c0
+                scores_acc_7 = _c0
+                scores_acc_8 = _c0
+                scores_acc_9 = _c0
+                scores_acc_10 = _c0
+                scores_acc_11 = _c0
+                scores_acc_12 = _c0
+                scores_acc_13 = _c0
+                scores_acc_14 = _c0
+                scores_acc_15 = _c0
                 for rd in range(64):
-                    ix = i_5_0 * 8192 + i_5_1 * 512 + i_0 * 128 + rd
-                    ld = q_flat[np.uintp(ix)]
-                    ix_1 = j_0 * 64 + rd
+                    ix = i_5_0 * 256 + i_0 * 128 + rd
+                    ld = q_global_data[np.uintp(ix)]
+                    ix_1 = j_0 * 512 + rd
                     ld_1 = k_flat[np.uintp(ix_1)]
                     scores_acc_0 = scores_acc_0 + ld * ld_1
-                    ld_2 = q_flat[np.uintp(ix + 64)]
-                    scores_acc_1 = scores_acc_1 + ld_2 * ld_1
-                ix_2 = i_5_0 * 3072 + i_0 * 512 + j_0
+                    ld_2 = k_flat[np.uintp(ix_1 + 64)]
+                    scores_acc_1 = scores_acc_1 + ld * ld_2
+                    ld_3 = k_flat[np.uintp(ix_1 + 128)]
+                    scores_acc_2 = scores_acc_2 + ld * ld_3
+                    ld_4 = k_flat[np.uintp(ix_1 + 192)]
+                    scores_acc_3 = scores_acc_3 + ld * ld_4
+                    ld_5 = k_flat[np.uintp(ix_1 + 256)]
+                    scores_acc_4 = scores_acc_4 + ld * ld_5
+                    ld_6 = k_flat[np.uintp(ix_1 + 320)]
+                    scores_acc_5 = scores_acc_5 + ld * ld_6
+                    ld_7 = k_flat[np.uintp(ix_1 + 384)]
+                    scores_acc_6 = scores_acc_6 + ld * ld_7
+                    ld_8 = k_flat[np.uintp(ix_1 + 448)]
+                    scores_acc_7 = scores_acc_7 + ld * ld_8
+                    ld_9 = q_global_data[np.uintp(ix + 64)]
+                    scores_acc_8 = scores_acc_8 + ld_9 * ld_1
+                    scores_acc_9 = scores_acc_9 + ld_9 * ld_2
+                    scores_acc_10 = scores_acc_10 + ld_9 * ld_3
+                    scores_acc_11 = scores_acc_11 + ld_9 * ld_4
+                    scores_acc_12 = scores_acc_12 + ld_9 * ld_5
+                    scores_acc_13 = scores_acc_13 + ld_9 * ld_6
+                    scores_acc_14 = scores_acc_14 + ld_9 * ld_7
+                    scores_acc_15 = scores_acc_15 + ld_9 * ld_8
+                ix_2 = i_5_0 * 1024 + i_0 * 512 + j_0 * 8
                 scores_data[np.uintp(ix_2)] = scores_acc_0
-                scores_data[np.uintp(ix_2 + 256)] = scores_acc_1
-        for i_1 in range(8):
+                scores_data[np.uintp(ix_2 + 1)] = scores_acc_1
+                scores_data[np.uintp(ix_2 + 2)] = scores_acc_2
+                scores_data[np.uintp(ix_2 + 3)] = scores_acc_3
+                scores_data[np.uintp(ix_2 + 4)] = scores_acc_4
+                scores_data[np.uintp(ix_2 + 5)] = scores_acc_5
+                scores_data[np.uintp(ix_2 + 6)] = scores_acc_6
+                scores_data[np.uintp(ix_2 + 7)] = scores_acc_7
+                scores_data[np.uintp(ix_2 + 256)] = scores_acc_8
+                scores_data[np.uintp(ix_2 + 257)] = scores_acc_9
+                scores_data[np.uintp(ix_2 + 258)] = scores_acc_10
+                scores_data[np.uintp(ix_2 + 259)] = scores_acc_11
+                scores_data[np.uintp(ix_2 + 260)] = scores_acc_12
+                scores_data[np.uintp(ix_2 + 261)] = scores_acc_13
+                scores_data[np.uintp(ix_2 + 262)] = scores_acc_14
+                scores_data[np.uintp(ix_2 + 263)] = scores_acc_15
+        for i_1 in range(4):
             top_acc_0 = _c0
             top_acc_0 = _c1
             for rj in range(256):
-                top_acc_0 = max(top_acc_0, scores_data[np.uintp(i_5_0 * 3072 + i_1 * 256 + rj)])
-            top_data[np.uintp(i_5_0 * 1040 + i_1)] = top_acc_0
-        for i_2 in range(8):
+                top_acc_0 = max(top_acc_0, scores_data[np.uintp(i_5_0 * 1024 + i_1 * 256 + rj)])
+            top_data[np.uintp(i_5_0 * 4 + i_1)] = top_acc_0
+        for i_2 in range(4):
             for j_1 in range(256):
-                expo_data[np.uintp(i_5_0 * 3072 + i_2 * 256 + j_1)] = np.exp((scores_data[np.uintp(i_5_0 * 3072 + i_2 * 256 + j_1)] - top_data[np.uintp(i_5_0 * 1040 + i_2)]) * _c2)
+                expo_data[np.uintp(i_5_0 * 1024 + i_2 * 256 + j_1)] = np.exp((scores_data[np.uintp(i_5_0 * 1024 + i_2 * 256 + j_1)] - top_data[np.uintp(i_5_0 * 4 + i_2)]) * _c2)
         attention_i_3_0(expo_data, v_flat, mixed_data, i_5_0)
-        for i_4 in range(8):
+        for i_4 in range(4):
             total_acc_0 = _c0
             total_acc_0 = _c0
             for rs in range(256):
-                total_acc_0 = total_acc_0 + expo_data[np.uintp(i_5_0 * 3072 + i_4 * 256 + rs)]
-            total_data[np.uintp(i_5_0 * 1040 + i_4)] = total_acc_0
-        for i_5_2 in range(8):
+                total_acc_0 = total_acc_0 + expo_data[np.uintp(i_5_0 * 1024 + i_4 * 256 + rs)]
+            total_data[np.uintp(i_5_0 * 4 + i_4)] = total_acc_0
+        for i_5_2 in range(4):
             for d_1 in range(64):
-                out_flat[np.uintp(i_5_0 * 8192 + i_5_1 * 512 + i_5_2 * 64 + d_1)] = mixed_data[np.uintp(i_5_0 * 1536 + i_5_2 * 64 + d_1)] / total_data[np.uintp(i_5_0 * 1040 + i_5_2)]
+                out_flat[np.uintp(i_5_0 * 8192 + i_5_1 * 256 + i_5_2 * 64 + d_1)] = mixed_data[np.uintp(i_5_0 * 256 + i_5_2 * 64 + d_1)] / total_data[np.uintp(i_5_0 * 4 + i_5_2)]
 
 
 @numba.njit(cache=True, fastmath={"afn", "arcp", "contract", "nsz", "reassoc"}, nogil=True, error_model="numpy", parallel=True)
-def attention(q, k, v, out, scores_data, top_data, expo_data, mixed_data, total_data):
+def attention(q, k, v, out, scores_data, top_data, expo_data, mixed_data, total_data, q_global_data):
     # q: float32[256, 64]
     # k: float32[256, 64]
     # v: float32[256, 64]
     # out: float32[256, 64]
-    # scores_data: float32[6144] (allocation scores in pool sram at offset 24576)
-    # top_data: float32[2080] (allocation top in pool sram at offset 61440)
-    # expo_data: float32[6144] (allocation expo in pool sram at offset 0)
-    # mixed_data: float32[3072] (allocation mixed in pool sram at offset 49152)
-    # total_data: float32[2080] (allocation total in pool sram at offset 69760)
+    # scores_data: float32[2048] (allocation scores in pool sram at offset 8192)
+    # top_data: float32[8] (allocation top in pool sram at offset 20480)
+    # expo_data: float32[2048] (allocation expo in pool sram at offset 0)
+    # mixed_data: float32[512] (allocation mixed in pool sram at offset 16384)
+    # total_data: float32[8] (allocation total in pool sram at offset 20544)
+    # q_global_data: float32[512] (allocation q_global in pool sram at offset 18432)
     q_flat = q.reshape(-1)
     k_flat = k.reshape(-1)
     v_flat = v.reshape(-1)
     out_flat = out.reshape(-1)
     for i_5_0 in numba.prange(2):
-        attention_body(q_flat, k_flat, scores_data, top_data, expo_data, v_flat, mixed_data, total_data, out_flat, i_5_0)
+        attention_body(q_global_data, q_flat, k_flat, scores_data, top_data, expo_data, v_flat, mixed_data, total_data, out_flat, i_5_0)
