@@ -29,8 +29,8 @@
   for an assignment, which the tuner applies and lowers to get it; a search with a model that
   ranks has one), the children are bred for :data:`GENERATIONS` generations before any is
   proposed, as MetaSchedule's genetic algorithm evolves on the model: the first generation
-  (children of the measured population) is scored beside as many random assignments
-  (:data:`SCORED_RANDOM`), then half of each generation's children are mutants of the
+  (children of the measured population) is scored beside :data:`SCORED_RANDOM` times as many
+  random assignments, then half of each generation's children are mutants of the
   :data:`POPULATION` best predicted so far (random ones among them) and half of the measured
   population again, and the proposals are the best predicted of all (a random assignment kept
   as drawn is proposed as ``random``). A candidate two or three decisions from
@@ -79,14 +79,8 @@ SCORED_RANDOM = 2.0
 the model ranks among the :data:`POPULATION` best predicted are bred from like the best children,
 so that a region no measured assignment is near can be reached when the model expects it to be
 fast (MetaSchedule's initial population is mostly random draws, the rest measured schedules).
-
-With these two at 2.0 and 4 (twice the random draws, and one more generation in which the ones
-the model ranks high are refined on it before they compete for a measurement) against 1.0 and 3,
-6 seeds of 64 trials each, one referee per workload judging both (``experiments/sample_efficiency.py``,
-``results/sample_efficiency_rocketlake_sr2_g4_*``), the seeds within 5% of the best: bottleneck 3
-against 1, pool_chain 6 and 6 (27.7 trials to 5% on average against 18.2), dw_separable 4 and 4.
-Each round scores 1.5 times as many candidates: a bottleneck run's search wall was 116-143 s
-against 79-124 s, pool_chain's 34-37 s against 27-30 s."""
+This and :data:`GENERATIONS` against 1.0 and 3, seeds within 5% of the best and search wall:
+``experiments/sample_efficiency.py``, ``results/sample_efficiency_rocketlake_sr2_g4_*``."""
 NEVER_FITS_AFTER = 2
 """A draw is taken to be over the memory with a memory knob's value that this many infeasible
 trials have had and no feasible one (on ``examples/small.yaml`` every trial with pool1 whole at root was over
@@ -148,16 +142,16 @@ class EvolutionarySearch(SearchStrategy):
         the first, scored beside :data:`SCORED_RANDOM` times as many random assignments (see the
         module docstring); ``first`` as it is while the model has no order."""
         assert self.scorer is not None
-        predicted = dict(zip((k for k, _ in first), self.scorer([k for k, _ in first])))
+        origin = dict(first)
+        predicted = dict(zip(origin, self.scorer(list(origin))))
         if any(math.isnan(v) for v in predicted.values()) or not _best(predicted, 1):
             return first  # no order to breed on
-        origin = dict(first)
         randomly = self._random(rng)
-        drawn = self._fresh(round(SCORED_RANDOM * n), lambda: (randomly(), "random"), taken)
-        drawn = self._kept(drawn, self._taken_over)
+        fresh = self._fresh(round(SCORED_RANDOM * n), lambda: (randomly(), "random"), taken)
+        drawn = dict(self._kept(fresh, self._taken_over))
         if drawn:
             origin.update(drawn)
-            predicted.update(zip((k for k, _ in drawn), self.scorer([k for k, _ in drawn])))
+            predicted.update(zip(drawn, self.scorer(list(drawn))))
         for _ in range(GENERATIONS - 1):
             leaders = _best(predicted, POPULATION)
             new = self._bred(leaders, n - n // 2, taken, rng) + self._bred(population, n // 2, taken, rng)
