@@ -571,8 +571,9 @@ def random_trials(
     randoms: list[dict[str, Any]], to_within: Callable[[dict[str, Any]], int | None]
 ) -> dict[str, Any]:
     """Random's mean trials to 5% had its runs gone on drawing. Each measured trial of random is
-    an independent uniform draw (without repeats, which only helps it), so the trials to its first
-    schedule within 5% are geometric: over its runs, ``trials`` measured trials (a run's trials up
+    a uniform draw among the schedules that fit, independent of the others but for repeats, so the
+    trials to its first schedule within 5% are geometric while a run draws a small share of the
+    space (its chance per trial grows by about the share drawn): over its runs, ``trials`` measured trials (a run's trials up
     to its first within 5%, or all of them) of which ``reached`` were a run's first within 5% give
     the chance per trial ``reached / trials`` and the ``mean`` trials ``trials / reached`` (None
     when no run got there); at :data:`CONFIDENCE`, the chance is at most the Poisson upper bound of
