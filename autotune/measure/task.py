@@ -41,7 +41,8 @@ from .run import measure, reference_outputs
 from .timing import MIN_SAMPLE_S, check_optional_positive
 
 __all__ = [
-    "RETIME_NOISE", "MeasureTask", "check_reference", "load_workload", "load_workload_file", "remeasure_tasks", "run_task",
+    "RETIME_NOISE", "SLOWER_ONE_ROUND", "MeasureTask", "check_reference", "load_workload",
+    "load_workload_file", "remeasure_tasks", "run_task",
 ]  # fmt: skip
 
 
@@ -360,13 +361,22 @@ def run_task(task: MeasureTask) -> MeasureResult:
     return _measure_lowered(task, prepared, lowered)
 
 
+SLOWER_ONE_ROUND = 10.0
+"""A re-measured task whose first round's median is over this many times the fastest first-round
+median of its call is timed in that round only. The rounds are there to average the machine's
+moments (a core's speed varies by about 30 % from one to the next), which cannot bring such a task
+near the fastest; an unscheduled chain, re-timed beside the best for the speedup, takes seconds a
+run and its later rounds would be most of the re-measure's time."""
+
+
 def remeasure_tasks(tasks: Sequence[MeasureTask], rounds: int) -> list[list[MeasureResult]]:
     """Time every task ``rounds`` times, alternating between them: round 1 of each, then round 2...
 
     Each task is lowered and compiled once (later rounds reuse the compiled
     kernel) and checked in every round. ``result[i]`` holds task ``i``'s
     results; a task that cannot be lowered gets ``rounds`` copies of its error.
-    Every task is timed in full: ``cutoff_ms`` is ignored.
+    A task over :data:`SLOWER_ONE_ROUND` times the fastest in round 1 has that
+    round's result only. Every task is timed in full: ``cutoff_ms`` is ignored.
     """
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise MeasureError(f"remeasure: rounds must be an int >= 1, got {rounds!r}")
@@ -379,10 +389,25 @@ def remeasure_tasks(tasks: Sequence[MeasureTask], rounds: int) -> list[list[Meas
         except (ScheduleError, LoweringError) as exc:
             prepared.append((inputs, MeasureResult.failure("error", f"{type(exc).__name__}: {exc}")))
     results: list[list[MeasureResult]] = [[] for _ in tasks]
-    for _ in range(rounds):
-        for i, (task, (inputs, lowered)) in enumerate(zip(tasks, prepared)):
+    timed = list(range(len(tasks)))
+    for round_ in range(rounds):
+        for i in timed:
+            task, (inputs, lowered) = tasks[i], prepared[i]
             if isinstance(lowered, MeasureResult):
                 results[i].append(lowered)
             else:
                 results[i].append(_measure_lowered(task, inputs, lowered))
+        if round_ == 0:
+            timed = _within_one_round(results)
     return results
+
+
+def _within_one_round(results: Sequence[Sequence[MeasureResult]]) -> list[int]:
+    """The tasks timed again after round 1: all but the ``ok`` ones over :data:`SLOWER_ONE_ROUND`
+    times the fastest ``ok`` median of that round (a failed task keeps its rounds: its error
+    repeats without a timing)."""
+    medians = [rs[0].median_ms if rs[0].ok else None for rs in results]
+    fastest = min((m for m in medians if m is not None), default=None)
+    return [
+        i for i, m in enumerate(medians) if m is None or fastest is None or m <= SLOWER_ONE_ROUND * fastest
+    ]

@@ -19,6 +19,7 @@ from typing import Any
 from ..config import WorkloadConfig, load_workload
 from ..files import write_atomic
 from ..lowering import lower
+from ..measure.task import SLOWER_ONE_ROUND
 from ..memory import Pool, draw, format_size
 from ..schedule import Schedule
 from .analysis import (
@@ -108,7 +109,7 @@ def _result_lines(best: dict[str, Any]) -> list[str]:
         f"| default | {_ms(default['median_ms'])} | {_ms(default['min_ms'])} | "
         f"{_ms(default['iqr_ms'])} | {default['peak_bytes']:,} bytes |",
         "",
-        f"Both re-measured on one worker, alternating, {best['remeasure']['rounds']} rounds.",
+        _remeasure_line(best),
         "",
         f"**{result_line(best)}**",
     ]
@@ -117,6 +118,17 @@ def _result_lines(best: dict[str, Any]) -> list[str]:
     knobs = ", ".join(f"`{k}={v}`" for k, v in best["knobs"].items())
     lines += ["", f"Knobs: {knobs or '(none)'}."]
     return lines
+
+
+def _remeasure_line(best: dict[str, Any]) -> str:
+    rounds, default = best["remeasure"]["rounds"], best["default"].get("rounds")
+    text = f"Both re-measured on one worker, alternating, {rounds} rounds"
+    if default is not None and default < rounds:
+        text += (
+            f"; the default, over {SLOWER_ONE_ROUND:g} times slower than the fastest in the first round,"
+            f" in {default} round{'s' if default != 1 else ''} only"
+        )
+    return text + "."
 
 
 def _noise_lines(df: Any) -> list[str]:

@@ -4,7 +4,9 @@ Search-time figures come from different workers at different moments, and a
 single core's speed varies by about 30 % from run to run, so the top
 :data:`TOP_K` ``ok`` trials and the default schedule (the workload with no
 schedule steps) are timed again in one :meth:`~autotune.search.executors.Executor.remeasure`
-call: one worker, alternating, :data:`REMEASURE_ROUNDS` rounds. The best is the
+call: one worker, alternating, :data:`REMEASURE_ROUNDS` rounds (a schedule over
+:data:`~autotune.measure.task.SLOWER_ONE_ROUND` times the fastest, as an unscheduled chain often
+is, in the first only). The best is the
 lowest median of those rounds (of the rounds not contended, where some are:
 :func:`figures_of`), and the speedup and memory ratio compare it with the
 default from the same call. Files written to the output directory:
@@ -70,6 +72,9 @@ class Figures:
     node: str = ""
     contended: float | None = None
     """The largest :func:`~autotune.measure.timing.contention` of the rounds (None: not known)."""
+    rounds: int | None = None
+    """How many re-measure rounds timed it (fewer than the call's for a schedule over
+    :data:`~autotune.measure.task.SLOWER_ONE_ROUND` times the fastest; None: not re-measured)."""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -159,6 +164,7 @@ def figures_of(
         pool_bytes,
         node=node,
         contended=max((r.contended for r in results if r.contended is not None), default=None),
+        rounds=len(results),
     )
 
 

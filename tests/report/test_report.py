@@ -179,6 +179,17 @@ def test_report_of_a_finished_run(run_dir: Path) -> None:
         assert (run_dir / image).read_bytes().startswith(PNG)
 
 
+def test_report_says_when_the_default_was_timed_in_fewer_rounds(run_dir: Path) -> None:
+    best = best_json(run_dir, RECORDS[6])
+    assert "Both re-measured on one worker, alternating, 5 rounds.\n" in write_report(run_dir).read_text()
+    best["figures"]["rounds"], best["default"]["rounds"] = 5, 1
+    (run_dir / "best.json").write_text(json.dumps(best), encoding="utf-8")
+    assert (
+        "Both re-measured on one worker, alternating, 5 rounds; the default, over 10 times slower than the "
+        "fastest in the first round, in 1 round only.\n"
+    ) in write_report(run_dir).read_text()
+
+
 def test_result_line_when_the_best_uses_more_memory(run_dir: Path) -> None:
     best = best_json(run_dir, RECORDS[6])
     best["default"]["peak_bytes"] = 8000

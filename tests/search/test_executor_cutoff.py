@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from autotune import workloads
+from autotune.measure import task as task_module
 from autotune.measure.result import MeasureResult
-from autotune.measure.task import MeasureTask, remeasure_tasks, run_task
+from autotune.measure.task import SLOWER_ONE_ROUND, MeasureTask, remeasure_tasks, run_task
 from autotune.measure.timing import CUTOFF_RUNS
 from autotune.schedule import Schedule
 from autotune.search.best import top_trials
@@ -105,6 +106,28 @@ def test_run_task_stops_a_candidate_over_its_cutoff_after_checking_it() -> None:
 def test_the_final_remeasure_times_every_candidate_in_full() -> None:
     (rounds,) = remeasure_tasks([task(cutoff_ms=SLOW)], rounds=2)
     assert [r.status for r in rounds] == ["ok", "ok"] and all(r.repeats == 3 for r in rounds)
+
+
+def test_a_remeasured_task_far_slower_than_the_fastest_is_timed_in_the_first_round_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its rounds cannot bring it near the fastest; the others keep every round, and so does a
+    failed task (its failure is the figure)."""
+    medians = {0: 1.0, 1: SLOWER_ONE_ROUND * 1.0 + 0.5, 2: SLOWER_ONE_ROUND * 1.0, 3: None}
+    timed: list[int] = []
+
+    def fake(task: MeasureTask, prepared: Any, lowered: Any) -> MeasureResult:
+        timed.append(task.seed)
+        median = medians[task.seed]
+        if median is None:
+            return MeasureResult("wrong", 1.0, error="max_abs_err 1.0")
+        return MeasureResult("ok", 0.0, median, median, 0.0, 3)
+
+    monkeypatch.setattr(task_module, "_measure_lowered", fake)
+    results = remeasure_tasks([task(seed=s) for s in medians], rounds=3)
+    assert [len(rs) for rs in results] == [3, 1, 3, 3]
+    assert timed == [0, 1, 2, 3, 0, 2, 3, 0, 2, 3]
+    assert [r.status for r in results[3]] == ["wrong"] * 3
 
 
 # ---------------------------------------------------------------- CPUs booked per thread

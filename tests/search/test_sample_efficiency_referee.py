@@ -138,10 +138,11 @@ def test_without_random_runs_there_is_no_ratio_to_random(se: Any) -> None:
 
 def test_round_agreement_ranks_the_rounds_against_each_other(se: Any) -> None:
     """Three rounds of four schedules: rounds 0 and 1 rank them alike, round 2 in reverse; a
-    schedule that failed a round is left out, and with fewer than three schedules there is none."""
+    schedule that failed a round is left out, and so is one timed in the first round only; with fewer
+    than three schedules there is none."""
     ref = {"rounds_ms": {
         "a": [1.0, 1.1, 4.0], "b": [2.0, 2.1, 3.0], "c": [3.0, 3.1, 2.0], "d": [4.0, 4.1, 1.0],
-        "e": [5.0, None, 0.5],
+        "e": [5.0, None, 0.5], "f": [50.0],
     }}  # fmt: skip
     assert se.round_agreement(ref) == pytest.approx((-1.0 / 3.0, -1.0, 1.0))  # pairs: 1, -1, -1
     assert se.round_agreement({"rounds_ms": {"a": [1.0, 2.0], "b": [2.0, 1.0]}}) is None

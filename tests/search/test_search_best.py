@@ -32,20 +32,27 @@ WORKLOAD = {"name": "pool_chain", "args": {"height": 12, "width": 10, "channels"
 
 
 class MadeUp(Executor):
-    """Re-measures the ``i``-th task as ``i + 1`` ms in every round (the default, last, is the slowest)."""
+    """Re-measures the ``i``-th task as ``i + 1`` ms in every round (the default, last, is the slowest;
+    in ``default_rounds`` rounds if given)."""
 
     name = "test-made-up"
     workers = 1
+
+    def __init__(self, default_rounds: int | None = None) -> None:
+        self.default_rounds = default_rounds
 
     def run(self, tasks: Sequence[MeasureTask]) -> Iterator[tuple[int, MeasureResult, str]]:
         raise AssertionError("finish only re-measures")
 
     def remeasure(self, tasks: Sequence[MeasureTask], rounds: int) -> list[list[MeasureResult]]:
         self.remeasure_node = "made-up"
-        return [
+        results = [
             [MeasureResult("ok", 0.0, float(i + 1), float(i + 1), 0.0, repeats=1)] * rounds
             for i in range(len(tasks))
         ]
+        if self.default_rounds is not None:
+            results[-1] = results[-1][: self.default_rounds]
+        return results
 
     def close(self) -> None:
         pass
@@ -74,10 +81,19 @@ def test_finish_writes_the_best_and_its_companions(run: tuple[RunConfig, Workloa
     best = json.loads((cfg.output / "best.json").read_text(encoding="utf-8"))
     assert best["trial"] == result.best.trial == 0  # re-measured fastest: the first of the top trials
     assert best["remeasure"]["rounds"] == REMEASURE_ROUNDS and best["figures"]["node"] == "made-up"
+    assert best["figures"]["rounds"] == best["default"]["rounds"] == REMEASURE_ROUNDS
     assert "T.prim_func" in (cfg.output / "best_ir.txt").read_text(encoding="utf-8")
     assert (cfg.output / "best_kernel.py").stat().st_size > 0
     assert sorted(p.name for p in cfg.output.iterdir()) == ["best.json", "best_ir.txt", "best_kernel.py"]
     assert best["cost_model"] == {"kind": "none", "cross_validated": None}
+
+
+def test_best_json_gives_the_rounds_of_a_default_timed_in_fewer(run: tuple[RunConfig, Workload]) -> None:
+    cfg, wl = run
+    result = finish(cfg, wl, [trial(wl, 0, 4), trial(wl, 1, 2)], MadeUp(default_rounds=1))
+    best = json.loads((cfg.output / "best.json").read_text(encoding="utf-8"))
+    assert (best["figures"]["rounds"], best["default"]["rounds"]) == (REMEASURE_ROUNDS, 1)
+    assert result.speedup == 3.0 and best["default"]["median_ms"] == 3.0
 
 
 def test_the_cost_models_out_of_fold_figures_go_to_best_json_and_the_report(
