@@ -1,5 +1,6 @@
 """Ctrl-C in a script that calls ``autotune.tune``: the run stops at once, leaves no worker and no
-Ray behind, the KeyboardInterrupt reaches the script, and the trial log is a run that resumes.
+Ray behind, the KeyboardInterrupt reaches the script, and the trial log is a run that resumes; a
+driver ended by SIGTERM or SIGKILL takes its busy local worker with it.
 
 Each run is a script in its own process group (a terminal's Ctrl-C reaches the whole group, which
 ``os.killpg`` imitates). In the "measuring" case the script holds the run after its first logged
@@ -9,6 +10,7 @@ lands. Nothing here asserts how long anything takes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -163,3 +165,43 @@ def test_ctrl_c_while_ray_starts_shuts_it_down_and_keeps_nothing(tmp_path: Path)
         )
     assert not out.exists()
     assert_group_ends(proc.pid)
+
+
+DRIVER = """
+import sys
+from autotune.measure.task import MeasureTask
+from autotune.search.executors import LocalExecutor
+
+task = MeasureTask("busy", (), sys.argv[1] + ":busy", "{}", ())
+for _ in LocalExecutor(workers=1).run([task]):
+    pass
+"""
+
+BUSY_WORKLOAD = """
+import os, time
+
+def busy():  # a job that holds its worker: the test ends the driver meanwhile
+    print(os.getpid(), flush=True)
+    time.sleep(900)
+"""
+
+
+@pytest.mark.timeout(2 * int(WAIT_S))
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_local_worker_ends_with_a_driver_ended_by_a_signal(tmp_path: Path, sig: signal.Signals) -> None:
+    """A busy worker does not outlive its driver (its next read from the driver would be after its job)."""
+    (tmp_path / "busy.py").write_text(BUSY_WORKLOAD, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    driver = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, str(tmp_path / "busy.py")],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    assert driver.stdout is not None
+    worker = int(driver.stdout.readline())  # printed by the worker, inside its job
+    try:
+        driver.send_signal(sig)
+        assert driver.wait(timeout=WAIT_S) == -sig
+        assert_group_ends(driver.pid)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker, signal.SIGKILL)

@@ -4,7 +4,9 @@ task, for debugging and tests without Ray."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import multiprocessing
+import os
 import signal
 import sys
 import threading
@@ -40,13 +42,38 @@ from .base import (
 __all__ = ["LocalExecutor"]
 
 
-def _worker_main(conn: Connection) -> None:
+PR_SET_PDEATHSIG = 1
+"""Linux ``prctl`` option: the signal this process gets when the thread that started it ends."""
+
+
+def _end_with_driver(driver: int) -> None:
+    """On Linux, have the kernel kill this worker (SIGKILL) when the driver ends, however it ends.
+
+    Without it a driver ended by a signal (SIGTERM, SIGKILL: a ``kill``, a batch system's limit)
+    leaves its workers measuring at full CPU until their job ends, beside whatever runs next; the
+    ``daemon`` flag only acts at the driver's normal exit. The kernel sends the signal when the
+    driver's *thread* that started the worker ends, so a driver that keeps an executor beyond the
+    thread that used it first loses its idle workers: the next job starts a new one. A worker whose
+    driver ended before the call exits at once. Elsewhere it does nothing: the worker ends at its
+    next read from the driver."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        return  # the worker then ends at its next read, as elsewhere
+    if os.getppid() != driver:
+        os._exit(0)
+
+
+def _worker_main(conn: Connection, driver: int) -> None:
     """Entry point of a local worker process: run the jobs that come through ``conn`` (``(job,
-    args)``, None to stop), one at a time, and send back each one's value or traceback.
+    args)``, None to stop), one at a time, and send back each one's value or traceback. It ends
+    with the driver, process ``driver`` (:func:`_end_with_driver`).
 
     The worker ignores SIGINT: a Ctrl-C in the terminal reaches the whole process group, and the
     driver decides what it means (finish the round, or stop and kill the workers). It is ignored
     from the start when the driver started it from its main thread (:func:`_quiet_start`)."""
+    _end_with_driver(driver)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         while True:
@@ -151,7 +178,9 @@ class LocalExecutor(Executor):
 
     def _spawn(self) -> _Child:
         here, there = self._ctx.Pipe(duplex=True)
-        proc = self._ctx.Process(target=_worker_main, args=(there,), daemon=True, name="autotune-worker")
+        proc = self._ctx.Process(
+            target=_worker_main, args=(there, os.getpid()), daemon=True, name="autotune-worker"
+        )
         with _quiet_start():
             proc.start()
         there.close()
