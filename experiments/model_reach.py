@@ -22,9 +22,10 @@ tuner fits its model at the run's end, and then ranks two sets it was not fitted
   chosen even if the search proposed it.
 
 *Knobs from near*: how many knobs the run's fastest trial (by its search median) sets otherwise
-than the closest near schedule. A run that ended far from the best (its ``best (search)`` over 5% of the referee's best) and whose
-model has a low Spearman and a large reach did not miss for lack of proposals the model liked: its
-model, fitted on the region the run measured, did not rank the best region. Variants:
+than the closest near schedule. A run that ended far from the best (its ``best (search)`` over 5%
+of the referee's best) and whose model has a low Spearman and a large reach did not miss for lack
+of proposals the model liked: its model, fitted on the region the run measured, did not rank the
+best region. Variants:
 
 - ``tuned``: the tuner's model (:class:`~autotune.search.cost_model.XGBoostModel`, its defaults);
 - ``estimate``: the roofline estimate's line alone (the trees' share 0);
@@ -52,6 +53,10 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "experiments"))
+
+from sample_efficiency import WITHIN  # noqa: E402
+from sample_efficiency import referee_medians as referee_verdict  # noqa: E402
 
 from autotune.errors import ScheduleError  # noqa: E402
 from autotune.search import candidates as cand  # noqa: E402
@@ -63,7 +68,6 @@ from autotune.search.rank_scores import spearman  # noqa: E402
 from autotune.search.records import machine, trace_key  # noqa: E402
 from autotune.search.space import load_space  # noqa: E402
 
-WITHIN = 1.05
 BOOTSTRAP = 8
 
 
@@ -103,15 +107,12 @@ VARIANTS: dict[str, Callable[[np.ndarray, np.ndarray, int], Callable[[np.ndarray
 
 
 def referee_medians(wl_dir: Path) -> tuple[dict[str, float], float]:
-    """The referee's median per schedule key (the second pass's where it timed one again) and its
-    best, as ``sample_efficiency.py`` takes it: the second pass's median of the first pass's
-    fastest, else the least median."""
+    """The referee's median per schedule key timed ok (the second pass's where it timed one again)
+    and its best, by ``sample_efficiency.py``'s own rule (its ``referee_medians``)."""
     ref = json.loads((wl_dir / "referee.json").read_text(encoding="utf-8"))
-    medians = {k: v for k, v in ref["median_ms"].items() if v is not None}
-    second = ref.get("confirm") or {}
-    medians.update({k: v for k, v in (second.get("median_ms") or {}).items() if v is not None})
-    best = (second.get("median_ms") or {}).get(second.get("winner"))
-    return medians, best if best is not None else min(medians.values())
+    medians, best = referee_verdict(ref)
+    timed = {k: v for k, v in medians.items() if v is not None}
+    return timed, best if best is not None else min(timed.values())
 
 
 def run_config(run: Path) -> dict[str, Any]:
@@ -125,10 +126,11 @@ def space_path(recorded: str) -> Path:
     return path if path.is_file() else REPO / "search_spaces" / path.name
 
 
-def random_rows(run: Path, draws: int, seed: int, exclude: set[str]) -> tuple[np.ndarray, int]:
-    """Feature rows of ``draws`` random assignments of the run's space that fit its memory (their
-    schedules distinct and not in ``exclude``), and how many draws it took."""
-    setup = ct.run_setup(run)
+def random_rows(
+    run: Path, setup: ct.RunSetup, draws: int, seed: int, exclude: set[str]
+) -> tuple[np.ndarray, int]:
+    """Feature rows of ``draws`` random assignments of the space of ``run`` (of ``setup``) that fit
+    its memory (their schedules distinct and not in ``exclude``), and how many draws it took."""
     fields = run_config(run)
     space = load_space(space_path(fields["search.space"]), setup.workload, setup.pools, setup.target)
     limit = fields.get("memory.peak_limit")
@@ -182,13 +184,15 @@ def reach_of(workload: Path, draws: int, seed: int) -> dict[str, Any]:
     keys = sorted(traces, key=lambda k: (medians[k], k))
     near = {k for k in keys if medians[k] <= WITHIN * best}
     setup = ct.run_setup(runs[0])
-    ref_rows = np.asarray(
-        [feature_vector(ct.trial_features(setup, ct.lower_trial(setup, traces[k]))) for k in keys],  # type: ignore[arg-type]
-        dtype=np.float64,
-    )
+    rows_of = []
+    for k in keys:
+        low = ct.lower_trial(setup, traces[k])
+        assert low is not None, f"{k}: a referee's schedule replays and fits (the referee timed it)"
+        rows_of.append(feature_vector(ct.trial_features(setup, low)))
+    ref_rows = np.asarray(rows_of, dtype=np.float64)
     y_ref = np.asarray([medians[k] for k in keys])
     start = time.perf_counter()
-    drawn, tried = random_rows(runs[0], draws, seed, set(keys))
+    drawn, tried = random_rows(runs[0], setup, draws, seed, set(keys))
     drawn_s = time.perf_counter() - start
     out: dict[str, Any] = {
         "workload": workload.name, "referee_best_ms": best, "schedules": len(keys), "near": len(near),
@@ -197,7 +201,8 @@ def reach_of(workload: Path, draws: int, seed: int) -> dict[str, Any]:
     for run in runs:
         rows = ct.log_rows(run)
         own = {r.key for r in records[run.name] if r.ok}
-        fastest = min((r for r in records[run.name] if r.ok and r.median_ms), key=lambda r: r.median_ms)  # type: ignore[arg-type, return-value]
+        timed = [r for r in records[run.name] if r.ok and r.median_ms is not None]
+        fastest = min(timed, key=lambda r: float(r.median_ms or 0.0))
         figures: dict[str, Any] = {
             "best_search_ms": fastest.median_ms,
             "near_measured": len(near & own),

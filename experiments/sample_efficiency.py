@@ -573,12 +573,13 @@ def random_trials(
     """Random's mean trials to 5% had its runs gone on drawing. Each measured trial of random is
     a uniform draw among the schedules that fit, independent of the others but for repeats, so the
     trials to its first schedule within 5% are geometric while a run draws a small share of the
-    space (its chance per trial grows by about the share drawn): over its runs, ``trials`` measured trials (a run's trials up
-    to its first within 5%, or all of them) of which ``reached`` were a run's first within 5% give
-    the chance per trial ``reached / trials`` and the ``mean`` trials ``trials / reached`` (None
-    when no run got there); at :data:`CONFIDENCE`, the chance is at most the Poisson upper bound of
-    ``reached`` over ``trials``, so random's mean is ``at_least`` ``trials`` over that bound (with
-    no run there, about ``trials / 3``: the rule of three)."""
+    space (its chance per trial grows by about the share drawn): over its runs, ``trials``
+    measured trials (a run's trials up to its first within 5%, or all of them) of which
+    ``reached`` were a run's first within 5% give the chance per trial ``reached / trials`` and
+    the ``mean`` trials ``trials / reached`` (None when no run got there); at :data:`CONFIDENCE`,
+    the chance is at most the Poisson upper bound of ``reached`` over ``trials``, so random's mean
+    is ``at_least`` ``trials`` over that bound (with no run there, about ``trials / 3``: the rule
+    of three)."""
     ns = [to_within(r) for r in randoms]
     trials = sum(n if n is not None else len(r["curve"]) for n, r in zip(ns, randoms))
     reached = sum(n is not None for n in ns)

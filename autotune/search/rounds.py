@@ -8,12 +8,11 @@ training rows) and :meth:`Search.run_round` runs one round:
    NSGA-II, evolutionary, random) for ``search.batch`` proposals; apply the space to each (a
    ScheduleError is an ``invalid`` trial) and lower it with the config's pools (a pool overflow or
    ``peak > peak_limit`` is ``infeasible``, with its exact peak, never compiled), with a cost model
-   or without (``cost_model: none``: were a round to ask for only ``measure_per_round``
-   proposals, in a space where most draws are over the memory it would log them infeasible and
-   measure nothing, and :data:`~autotune.search.tuner.IDLE_ROUNDS` such rounds end the search,
-   as the README's sample-efficiency paragraph reports of random search). Both are logged at
-   once: every infeasible one (they do not use the trial budget), at most ``measure_per_round`` invalid ones
-   per round (they do) so that they cannot use up the budget before anything is measured; the
+   or without (``cost_model: none``: in a space where most draws are over the memory, a round of
+   only ``measure_per_round`` proposals would often measure nothing, and
+   :data:`~autotune.search.tuner.IDLE_ROUNDS` such rounds end the search). Both are logged at
+   once: every infeasible one (they do not use the trial budget), at most ``measure_per_round``
+   invalid ones per round (they do) so that they cannot use up the budget before anything is measured; the
    other invalid ones are told to the strategy all the same and may be logged when proposed
    again. A proposal whose trace (or, if invalid, whose knobs) is already logged is not tried
    again: the strategy is told the logged result;
