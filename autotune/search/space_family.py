@@ -60,10 +60,10 @@ class Family(ABC):
     patterns: ClassVar[tuple[str, ...]] = ()
     """Glob keys a space file may use for per-stage knobs (``at_*``), even when a workload has none."""
     max_tile: ClassVar[int] = 32
+    """The largest tile a derived tile knob offers, unless the space file says ``max_tile``."""
     rules: ClassVar[tuple[tuple[str, tuple[tuple[str, Any], ...] | None], ...]] = ()
     """The family's schedule rules by name, each with the knob values (by name or glob) under which it
     does nothing (None: it cannot be turned off), for ``rules: {name: off}`` in a space file."""
-    """The largest tile a derived tile knob offers, unless the space file says ``max_tile``."""
 
     @abstractmethod
     def domains(
