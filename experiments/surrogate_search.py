@@ -64,6 +64,7 @@ from sample_efficiency import referee_medians as referee_verdict  # noqa: E402
 from autotune.measure.result import MeasureResult  # noqa: E402
 from autotune.measure.task import MeasureTask  # noqa: E402
 from autotune.search import cost_model_train as ct  # noqa: E402
+from autotune.search.cost_model import CostModel  # noqa: E402
 from autotune.search.executors import Executor  # noqa: E402
 from autotune.search.log import load, load_sessions  # noqa: E402
 from autotune.search.rank_scores import spearman  # noqa: E402
@@ -255,9 +256,55 @@ class SurrogateExecutor(Executor):
         pass
 
 
+class Oracle(CostModel):
+    """The surrogate's noise-free value as the cost model's prediction (the arm setting ``oracle``):
+    what the search finds when its model is right, so that a miss is the proposals' and not the
+    model's. It knows a row by the knobs :class:`~autotune.search.prepared.Prepared` lowered it for."""
+
+    name = "oracle"
+
+    def __init__(self, space: SearchSpace, encoder: Encoder, surrogate: Surrogate) -> None:
+        super().__init__(0)
+        self.space, self.encoder, self.surrogate = space, encoder, surrogate
+        self.value: dict[tuple[float, ...], float] = {}
+
+    def fit(self, X: Any, y: Any, groups: Any = None, weights: Any = None) -> None:
+        pass
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return np.asarray([self.value.get(tuple(row), np.inf) for row in np.asarray(X)], dtype=np.float64)
+
+    @property
+    def ready(self) -> bool:
+        return True
+
+    @property
+    def predicts_ms(self) -> bool:
+        return True
+
+    def install(self) -> None:
+        """Record the value of every row the run lowers, and give the tuner this model."""
+        from autotune.search import prepared, tuner
+
+        lower = prepared.Prepared.prepare
+
+        def prepare(this: Any, knobs: Any, key: str, sch: Any, trace: Any) -> Any:
+            out = lower(this, knobs, key, sch, trace)
+            if isinstance(out, prepared.Fit):
+                row = np.asarray([self.encoder.row({**dict(self.space.fixed), **dict(knobs)})])
+                self.value[tuple(np.asarray(out.row, dtype=np.float64))] = float(self.surrogate.ms(row)[0])
+            return out
+
+        prepared.Prepared.prepare = prepare  # type: ignore[method-assign]
+        tuner.make_cost_model = lambda *args, **kwargs: self  # type: ignore[attr-defined]
+
+
 def set_attributes(settings: Sequence[str]) -> None:
-    """``MODULE.ATTR=VALUE`` each: the attribute set to the Python literal ``VALUE``."""
+    """``MODULE.ATTR=VALUE`` each: the attribute set to the Python literal ``VALUE`` (``oracle``,
+    the cost model replaced by the surrogate, is the caller's)."""
     for setting in settings:
+        if setting == "oracle":
+            continue
         target, _, value = setting.partition("=")
         module, _, attr = target.rpartition(".")
         mod = importlib.import_module(module)
@@ -284,6 +331,8 @@ def one_run(spec: dict[str, Any]) -> dict[str, Any]:
         import shutil
 
         shutil.rmtree(cfg.output)
+    if "oracle" in spec["settings"]:
+        Oracle(space, encoder, surrogate).install()
     executor = SurrogateExecutor(space, encoder, surrogate, spec["noise"], spec["seed"])
     start = time.perf_counter()
     result = tune(cfg, progress=False, executor=executor)
