@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import importlib
 import json
 import math
@@ -300,10 +301,20 @@ class Oracle(CostModel):
 
 
 def set_attributes(settings: Sequence[str]) -> None:
-    """``MODULE.ATTR=VALUE`` each: the attribute set to the Python literal ``VALUE`` (``oracle``,
-    the cost model replaced by the surrogate, is the caller's)."""
+    """``MODULE.ATTR=VALUE`` each: the attribute set to the Python literal ``VALUE``;
+    ``model.FIELD=VALUE``: a field of the XGBoost model's default
+    :class:`~autotune.search.cost_model.Settings` (``oracle`` and ``search.FIELD=VALUE`` are the
+    caller's: :func:`search_settings`)."""
+    from autotune.search.cost_model import XGBoostModel
+
     for setting in settings:
-        if setting == "oracle":
+        if setting == "oracle" or setting.startswith("search."):
+            continue
+        if setting.startswith("model."):
+            field, _, value = setting.removeprefix("model.").partition("=")
+            XGBoostModel.SETTINGS = dataclasses.replace(
+                XGBoostModel.SETTINGS, **{field: ast.literal_eval(value)}
+            )
             continue
         target, _, value = setting.partition("=")
         module, _, attr = target.rpartition(".")
@@ -311,6 +322,16 @@ def set_attributes(settings: Sequence[str]) -> None:
         if not hasattr(mod, attr):
             raise SystemExit(f"--arm: {module} has no attribute {attr!r}")
         setattr(mod, attr, ast.literal_eval(value))
+
+
+def search_settings(settings: Sequence[str]) -> dict[str, Any]:
+    """The ``search.FIELD=VALUE`` settings of an arm: fields of the run's search config."""
+    out = {}
+    for setting in settings:
+        if setting.startswith("search."):
+            field, _, value = setting.removeprefix("search.").partition("=")
+            out[field] = ast.literal_eval(value)
+    return out
 
 
 def one_run(spec: dict[str, Any]) -> dict[str, Any]:
@@ -327,6 +348,9 @@ def one_run(spec: dict[str, Any]) -> dict[str, Any]:
     surrogate = Surrogate(np.asarray(data.rows), np.asarray(data.log_ms), np.asarray(data.group))
     args = argparse.Namespace(runs=Path(spec["runs"]), trials=spec["trials"], workers=1, epsilon=None)
     cfg = configure(spec["workload"], "evolutionary", spec["seed"], args, None)
+    cfg = dataclasses.replace(
+        cfg, search=dataclasses.replace(cfg.search, **search_settings(spec["settings"]))
+    )
     if cfg.output.exists():
         import shutil
 
