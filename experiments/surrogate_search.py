@@ -378,6 +378,7 @@ def one_run(spec: dict[str, Any]) -> dict[str, Any]:
         "final_ms": executor.truth.get(final_key) if final_key else None,
         "measured_best_ms": min(executor.truth.values()), "data_best_ms": data_best,
         "search_s": search_s, "wall_s": time.perf_counter() - start,
+        "model_spearman": ((final.get("cost_model") or {}).get("cross_validated") or {}).get("spearman"),
     }  # fmt: skip
 
 
@@ -429,6 +430,7 @@ def summarise(runs: list[dict[str, Any]], arms: list[str], trials: int) -> dict[
             "final_geomean": math.exp(statistics.mean(math.log(f) for f in finals)) if finals else None,
             "final_worst": max(finals) if finals else None,
             "search_s_max": max(r["search_s"] or 0.0 for r in mine),
+            "model_spearman": _median([r.get("model_spearman") for r in mine]),
             "per_seed": {
                 r["seed"]: {"trials_to": t, "final": r["final_ms"] / best} for r, t in zip(mine, to)
             },
@@ -436,26 +438,50 @@ def summarise(runs: list[dict[str, Any]], arms: list[str], trials: int) -> dict[
     return out
 
 
+def _median(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None and math.isfinite(v)]
+    return statistics.median(known) if known else None
+
+
+def data_host(run_dirs: Sequence[Path]) -> str:
+    """The LLVM cpu and cores the data's runs were tuned on (each distinct one)."""
+    hosts = set()
+    for best in sorted(d for wl in run_dirs for d in wl.glob("*/best.json")):
+        target = json.loads(best.read_text(encoding="utf-8")).get("target") or {}
+        hosts.add(f"LLVM cpu `{target.get('llvm_cpu', '?')}`, {target.get('cores', '?')} cores")
+    return "; ".join(sorted(hosts)) or "unknown"
+
+
 def markdown(
-    wl: str, summary: dict[str, Any], fid: dict[str, float], argv: Sequence[str], arms: dict[str, list[str]]
+    wl: str,
+    summary: dict[str, Any],
+    fid: dict[str, float],
+    argv: Sequence[str],
+    arms: dict[str, list[str]],
+    host: str,
 ) -> str:
     lines = [
         f"# Search settings on a surrogate of the host: {wl}",
         "",
         "`" + " ".join([".venv/bin/python", "experiments/surrogate_search.py", *argv]) + "`",
         "",
-        f"Surrogate: {fid['rows']} timed schedules; out of fold Spearman {fid['spearman']:.2f} over all, "
+        f"Surrogate: {fid['rows']} schedules timed on {host}; out of fold Spearman {fid['spearman']:.2f} over all, "
         f"{fid['spearman_fastest_quarter']:.2f} over the fastest quarter. Best known: {summary['best_ms']:.4f} ms "
         "(true value). Nothing was timed: see the script's docstring.",
         "",
-        "| arm | settings | within 5% | mean trials | final / best (geomean) | worst | search s (max) |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+        "*model*: the median over the arm's runs of its cost model's out of fold Spearman on the"
+        " run's trials (best.json's, the figure a run on the host reports beside it).",
+        "",
+        "| arm | settings | within 5% | mean trials | final / best (geomean) | worst | search s (max) | model |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for arm, s in summary["arms"].items():
         settings = ", ".join(f"`{x}`" for x in arms[arm]) or "(defaults)"
         lines.append(
             f"| {arm} | {settings} | {s['within']}/{s['runs']} | {s['mean_trials']:.1f} | "
-            f"{s['final_geomean']:.3f} | {s['final_worst']:.3f} | {s['search_s_max']:.0f} |"
+            f"{s['final_geomean']:.3f} | {s['final_worst']:.3f} | {s['search_s_max']:.0f} | "
+            + ("-" if s["model_spearman"] is None else f"{s['model_spearman']:.2f}")
+            + " |"
         )
     lines += ["", "Per seed (trials to 5%, `-`: not within the trials; final / best):", ""]
     for arm, s in summary["arms"].items():
@@ -518,7 +544,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     fid = fidelity(data_of(run_dirs, space, Encoder(space.knobs)))
     summary = summarise(runs, list(arms), args.trials)
-    text = markdown(args.workload, summary, fid, argv, arms)
+    text = markdown(args.workload, summary, fid, argv, arms, data_host(run_dirs))
     (out / f"{args.workload}.md").write_text(text, encoding="utf-8")
     (out / f"{args.workload}.json").write_text(
         json.dumps({"summary": summary, "fidelity": fid, "runs": runs, "arms": arms}, indent=1),
