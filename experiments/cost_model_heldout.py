@@ -137,6 +137,7 @@ class Log:
     key: str  # the workload (leave-one-workload-out leaves out every log with this key)
     trials: tuple[Trial, ...]
     skipped: int
+    knob_columns: tuple[str, ...] = ()  # the trials' knobs as features (:func:`knob_features`)
 
     @property
     def ok(self) -> list[Trial]:
@@ -229,7 +230,41 @@ def load_log(path: Path, cache: Path) -> Log:
         doc = {"key": setup.key, "trials": trials, "skipped": skipped}
         file.write_text(json.dumps(doc), encoding="utf-8")
     trials = tuple(Trial(*t) for t in doc["trials"])
-    return Log(label, doc["key"], trials, doc["skipped"])
+    knobs = {r.trial: dict(r.knobs) for r in ct.timed_records(path)}
+    columns = knob_features([knobs.get(t.trial, {}) for t in trials])
+    for t in trials:
+        t.features.update(columns(knobs.get(t.trial, {})))
+    return Log(label, doc["key"], trials, doc["skipped"], columns.names)
+
+
+class knob_features:
+    """A trial's knobs as feature columns (``knob:NAME`` its value for a knob whose values are
+    numbers or flags, ``knob:NAME=VALUE`` 0 or 1 for each value of any other), AutoTVM's knob
+    features, over the values ``seen`` in a log."""
+
+    def __init__(self, seen: Sequence[dict[str, Any]]) -> None:
+        values: dict[str, list[Any]] = {}
+        for knobs in seen:
+            for name, value in knobs.items():
+                values.setdefault(name, [])
+                if value not in values[name]:
+                    values[name].append(value)
+        self.numeric = {n for n, vs in values.items() if all(isinstance(v, (int, float)) for v in vs)}
+        self.values = values
+        self.names = tuple(
+            f"knob:{n}" if n in self.numeric else f"knob:{n}={v}"
+            for n in sorted(values)
+            for v in ([None] if n in self.numeric else values[n])
+        )
+
+    def __call__(self, knobs: dict[str, Any]) -> dict[str, float]:
+        out = {}
+        for n in sorted(self.values):
+            if n in self.numeric:
+                out[f"knob:{n}"] = float(knobs.get(n, 0))
+            else:
+                out.update({f"knob:{n}={v}": float(knobs.get(n) == v) for v in self.values[n]})
+        return out
 
 
 def find_logs(patterns: Sequence[str]) -> list[Path]:
@@ -295,6 +330,16 @@ class Variant:
     names: tuple[str, ...]
     about: str
     labels: Labels = median_labels
+    knobs: Settings | None = None
+    """Also the log's knob columns (:func:`knob_features`), for a model of these settings."""
+
+    def of(self, log: Log) -> Variant:
+        """The variant as it fits ``log`` (with that log's knob columns, if it takes them)."""
+        if self.knobs is None:
+            return self
+        names, settings = self.names + log.knob_columns, self.knobs
+        make = lambda seed: XGBoostModel(seed=seed, settings=settings, features=names)  # noqa: E731
+        return replace(self, make=make, names=names, knobs=None)
 
 
 BEFORE_SETTINGS = Settings(
@@ -383,6 +428,10 @@ VARIANTS: dict[str, Variant] = {
     "min_prior_weight4": _tuned(
         "the current model fitted on each trial's fastest timed run, the line's slope with a prior of 4 trials",
         min_labels, prior_weight=4.0,
+    ),
+    "knob_features": replace(
+        _variant(XGBoostModel.SETTINGS, FEATURE_NAMES, "the current model, the trials' knobs as more features"),
+        knobs=XGBoostModel.SETTINGS,
     ),
     "after": _variant(XGBoostModel.SETTINGS, FEATURE_NAMES, "the current model (`XGBoostModel.SETTINGS`)"),
 }  # fmt: skip
@@ -477,10 +526,11 @@ def evaluate(logs: Sequence[Log], variants: Sequence[str], seed: int = 0) -> lis
             "estimate_steady": estimate_spearman(log, steady=True),
         }  # fmt: skip
         for name in variants:
+            variant = VARIANTS[name].of(log)
             row[name] = {
-                "prequential": prequential(log, VARIANTS[name], seed),
-                "leave_one_out": leave_one_out(logs, i, VARIANTS[name], seed),
-                "out_of_fold": out_of_fold(log, VARIANTS[name], seed),
+                "prequential": prequential(log, variant, seed),
+                "leave_one_out": float("nan") if VARIANTS[name].knobs else leave_one_out(logs, i, variant, seed),
+                "out_of_fold": out_of_fold(log, variant, seed),
             }
         out.append(row)
     return out
