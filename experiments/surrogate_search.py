@@ -20,17 +20,26 @@ trace's sample steps) times ``exp(N(0, noise))``, and one whose time is over the
 ``cutoff``. The cost model sees features of the lowered program and the surrogate is a function
 of the knobs, so the model has to learn the surrogate as it learns the host, from the trials.
 
-An *arm* is a name and module attributes set before the run (``--arm more_random:autotune.search.
-strategies.evolutionary.SCORED_RANDOM=4``; ``--arm default`` sets nothing). Each run is a
-process of its own (``--jobs`` at once). Per run: the true (noise-free) value of the schedule the
+An *arm* is a name and the settings of its runs, comma-separated (``--arm default`` sets nothing):
+
+- ``MODULE.ATTR=VALUE``: a module attribute set to a Python literal before the run
+  (``autotune.search.strategies.evolutionary.SCORED_RANDOM=4.0``);
+- ``search.FIELD=VALUE``: a field of the run's ``search`` config (``search.epsilon=0.5``);
+- ``model.FIELD=VALUE``: a field of the XGBoost model's default ``Settings`` (``model.tree_trials=0.0``);
+- ``oracle``: the cost model replaced by the surrogate itself (:class:`Oracle`), so that what is
+  left of a miss is the proposals'.
+
+Each run is a process of its own (``--jobs`` at once). Per run: the true (noise-free) value of the schedule the
 run would report after ``n`` measured trials (its fastest measured median so far), and of the
 best after its end's re-measure. The best known is the least true value of every schedule any
 run of this invocation measured and every schedule of the data. Per arm: the runs whose choice
 came within 5% of it within ``--trials`` trials, the mean trials to get there (a run that did
 not counts ``trials + 1``), and the final choice's true value over the best known (geometric
-mean and worst). The surrogate's own fidelity, 4-fold out of fold over the data, is printed:
-a comparison here says which search finds the surrogate's fast schedules; a setting that wins
-here is then confirmed by ``sample_efficiency.py`` on the host.
+mean and worst). The surrogate's own fidelity, 4-fold out of fold over the data, is printed,
+over all and over the fastest quarter: a comparison here says which search finds the
+surrogate's fast schedules, and where the surrogate orders the fastest quarter poorly (data of
+kernels so short that the host's noise is most of their differences) it says little; a setting
+that wins here is then confirmed by ``sample_efficiency.py`` on the host.
 
 Writes ``<output>/<workload>.md`` and ``.json`` (runs under ``<output>/runs``).
 """
