@@ -29,8 +29,8 @@ An *arm* is a name and the settings of its runs, comma-separated (``--arm defaul
 - ``oracle``: the cost model replaced by the surrogate itself (:class:`Oracle`), so that what is
   left of a miss is the proposals'.
 
-Each run is a process of its own (``--jobs`` at once). Per run: the true (noise-free) value of the schedule the
-run would report after ``n`` measured trials (its fastest measured median so far), and of the
+Each run is a process of its own (``--jobs`` at once). Per run: the true (noise-free) value of the
+schedule the run would report after ``n`` measured trials (its fastest measured median so far), and of the
 best after its end's re-measure. The best known is the least true value of every schedule any
 run of this invocation measured and every schedule of the data. Per arm: the runs whose choice
 came within 5% of it within ``--trials`` trials, the mean trials to get there (a run that did
@@ -474,14 +474,16 @@ def markdown(
         "",
         "`" + " ".join([".venv/bin/python", "experiments/surrogate_search.py", *argv]) + "`",
         "",
-        f"Surrogate: {fid['rows']} schedules timed on {host}; out of fold Spearman {fid['spearman']:.2f} over all, "
-        f"{fid['spearman_fastest_quarter']:.2f} over the fastest quarter. Best known: {summary['best_ms']:.4f} ms "
-        "(true value). Nothing was timed: see the script's docstring.",
+        f"Surrogate: {fid['rows']} schedules timed on {host}; out of fold Spearman "
+        f"{fid['spearman']:.2f} over all, {fid['spearman_fastest_quarter']:.2f} over the fastest quarter. "
+        f"Best known: {summary['best_ms']:.4f} ms (true value). Nothing was timed: see the script's "
+        "docstring.",
         "",
         "*model*: the median over the arm's runs of its cost model's out of fold Spearman on the"
         " run's trials (best.json's, the figure a run on the host reports beside it).",
         "",
-        "| arm | settings | within 5% | mean trials | final / best (geomean) | worst | search s (max) | model |",
+        "| arm | settings | within 5% | mean trials | final / best (geomean) | worst | search s (max) "
+        "| model |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for arm, s in summary["arms"].items():
