@@ -68,6 +68,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "experiments"))
 
+from model_reach import run_config, space_path  # noqa: E402
 from sample_efficiency import WITHIN, configure  # noqa: E402
 from sample_efficiency import referee_medians as referee_verdict  # noqa: E402
 
@@ -76,7 +77,7 @@ from autotune.measure.task import MeasureTask  # noqa: E402
 from autotune.search import cost_model_train as ct  # noqa: E402
 from autotune.search.cost_model import CostModel  # noqa: E402
 from autotune.search.executors import Executor  # noqa: E402
-from autotune.search.log import load, load_sessions  # noqa: E402
+from autotune.search.log import load  # noqa: E402
 from autotune.search.rank_scores import spearman  # noqa: E402
 from autotune.search.records import trace_key  # noqa: E402
 from autotune.search.space import Knob, SearchSpace, load_space  # noqa: E402
@@ -349,9 +350,7 @@ def one_run(spec: dict[str, Any]) -> dict[str, Any]:
 
     set_attributes(spec["settings"])
     run_dirs = [Path(d) for d in spec["data"]]
-    setup = ct.run_setup(next(run_dirs[0].glob("*/trials.jsonl")).parent)
-    fields = _run_fields(next(run_dirs[0].glob("*/trials.jsonl")).parent)
-    space = load_space(_space_path(fields["search.space"]), setup.workload, setup.pools, setup.target)
+    space = data_space(run_dirs)
     encoder = Encoder(space.knobs)
     data = data_of(run_dirs, space, encoder)
     surrogate = Surrogate(np.asarray(data.rows), np.asarray(data.log_ms), np.asarray(data.group))
@@ -391,14 +390,11 @@ def one_run(spec: dict[str, Any]) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _run_fields(run: Path) -> dict[str, Any]:
-    starts = [line["session"] for line in load_sessions(run) if "session" in line]
-    return dict(starts[-1]["config"])
-
-
-def _space_path(recorded: str) -> Path:
-    path = Path(recorded)
-    return path if path.is_file() else REPO / "search_spaces" / path.name
+def data_space(run_dirs: Sequence[Path]) -> SearchSpace:
+    """The space of the first run of the data (its workload, pools and target)."""
+    run = next(run_dirs[0].glob("*/trials.jsonl")).parent
+    setup = ct.run_setup(run)
+    return load_space(space_path(run_config(run)["search.space"]), setup.workload, setup.pools, setup.target)
 
 
 # ---------------------------------------------------------------- the comparison
@@ -548,11 +544,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['arm']} s{r['seed']}: final {r['final_ms']:.4f} ms, search {r['search_s']:.0f} s",
                 flush=True,
             )
-    setup_dir = next(run_dirs[0].glob("*/trials.jsonl")).parent
-    setup = ct.run_setup(setup_dir)
-    space = load_space(
-        _space_path(_run_fields(setup_dir)["search.space"]), setup.workload, setup.pools, setup.target
-    )
+    space = data_space(run_dirs)
     fid = fidelity(data_of(run_dirs, space, Encoder(space.knobs)))
     summary = summarise(runs, list(arms), args.trials)
     text = markdown(args.workload, summary, fid, argv, arms, data_host(run_dirs))
