@@ -41,7 +41,8 @@ surrogate's fast schedules, and where the surrogate orders the fastest quarter p
 kernels so short that the host's noise is most of their differences) it says little; a setting
 that wins here is then confirmed by ``sample_efficiency.py`` on the host.
 
-Writes ``<output>/<workload>.md`` and ``.json`` (runs under ``<output>/runs``).
+Writes ``<output>/<workload>.md`` and ``.json`` (runs under ``<output>/runs``, the surrogate's trees in
+``<output>/surrogate.ubj``).
 """
 
 from __future__ import annotations
@@ -140,14 +141,14 @@ class Data:
     rows: list[list[float]]
     log_ms: list[float]
     group: list[int]
-    keys: list[str]
     groups: list[str]
+    """Each group's source: the referee (group 0), then each run's directory."""
 
 
 def data_of(run_dirs: Sequence[Path], space: SearchSpace, encoder: Encoder) -> Data:
     """Every ``ok`` trial of the runs under ``run_dirs`` (each a workload's directory of runs) whose
     knobs the space still has, and the referee's medians (group 0, the anchor)."""
-    data = Data([], [], [], [], ["referee"])
+    data = Data([], [], [], ["referee"])
     names = {k.name for k in space.knobs} | {n for n, _ in space.fixed}
     knobs_of: dict[str, dict[str, Any]] = {}
     for wl_dir in run_dirs:
@@ -163,7 +164,6 @@ def data_of(run_dirs: Sequence[Path], space: SearchSpace, encoder: Encoder) -> D
                 data.rows.append(encoder.row(knobs))
                 data.log_ms.append(math.log(r.median_ms))
                 data.group.append(group)
-                data.keys.append(r.key)
     for wl_dir in run_dirs:
         ref = wl_dir / "referee.json"
         if not ref.is_file():
@@ -174,28 +174,44 @@ def data_of(run_dirs: Sequence[Path], space: SearchSpace, encoder: Encoder) -> D
                 data.rows.append(encoder.row(knobs_of[key]))
                 data.log_ms.append(math.log(ms))
                 data.group.append(0)
-                data.keys.append(key)
     if not data.rows:
         raise SystemExit(f"no ok trial of this space under {', '.join(map(str, run_dirs))}")
     return data
 
 
 class Surrogate:
-    """Log latency from knobs: trees fitted with an offset per run (see the module docstring)."""
+    """Log latency from knobs: trees fitted with an offset per run (see the module docstring).
+    Fitted once per invocation and saved; each run's process loads it."""
 
-    def __init__(self, X: np.ndarray, z: np.ndarray, group: np.ndarray) -> None:
+    def __init__(self, booster: Any, offset: np.ndarray) -> None:
+        self.booster, self.offset = booster, offset
+
+    @classmethod
+    def fit(cls, X: np.ndarray, z: np.ndarray, group: np.ndarray) -> Surrogate:
         import xgboost
 
         offset = np.zeros(int(group.max()) + 1)
         for _ in range(OFFSET_PASSES):
             data = xgboost.DMatrix(X, label=z - offset[group], nthread=1)
-            self.booster = xgboost.train(SURROGATE, data, num_boost_round=SURROGATE_ROUNDS)
-            residual = z - self._raw(X)
+            model = cls(xgboost.train(SURROGATE, data, num_boost_round=SURROGATE_ROUNDS), offset)
+            residual = z - model._raw(X)
             for g in range(1, len(offset)):  # group 0 (the referee) is the scale
                 mask = group == g
                 if mask.any():
                     offset[g] = float(np.median(residual[mask]))
-        self.offset = offset
+        return model
+
+    @classmethod
+    def load(cls, path: str) -> Surrogate:
+        """The trees :meth:`save` wrote (the offsets, which only the fit needs, are not kept)."""
+        import xgboost
+
+        booster = xgboost.Booster()
+        booster.load_model(path)
+        return cls(booster, np.zeros(1))
+
+    def save(self, path: Path) -> None:
+        self.booster.save_model(str(path))
 
     def _raw(self, X: np.ndarray) -> np.ndarray:
         import xgboost
@@ -206,18 +222,17 @@ class Surrogate:
         return np.exp(self._raw(X))
 
 
-def fidelity(data: Data) -> dict[str, float]:
+def fidelity(data: Data, full: Surrogate) -> dict[str, float]:
     """Spearman of out-of-fold surrogate values against the data, over all rows and over the
-    fastest quarter of them (offsets removed as fitted on all rows)."""
+    fastest quarter of them (offsets removed as ``full``, fitted on all rows, fitted them)."""
     X, z, g = np.asarray(data.rows), np.asarray(data.log_ms), np.asarray(data.group)
-    full = Surrogate(X, z, g)
     zz = z - full.offset[g]
     order = np.random.default_rng(0).permutation(len(z))
     pred = np.empty(len(z))
     for f in range(FOLDS):
         held = order[f::FOLDS]
         kept = np.setdiff1d(order, held)
-        pred[held] = np.log(Surrogate(X[kept], z[kept], g[kept]).ms(X[held]))
+        pred[held] = np.log(Surrogate.fit(X[kept], z[kept], g[kept]).ms(X[held]))
     fast = zz <= np.quantile(zz, 0.25)
     return {
         "rows": len(z),
@@ -352,8 +367,7 @@ def one_run(spec: dict[str, Any]) -> dict[str, Any]:
     run_dirs = [Path(d) for d in spec["data"]]
     space = data_space(run_dirs)
     encoder = Encoder(space.knobs)
-    data = data_of(run_dirs, space, encoder)
-    surrogate = Surrogate(np.asarray(data.rows), np.asarray(data.log_ms), np.asarray(data.group))
+    surrogate = Surrogate.load(spec["surrogate"])
     args = argparse.Namespace(runs=Path(spec["runs"]), trials=spec["trials"], workers=1, epsilon=None)
     cfg = configure(spec["workload"], "evolutionary", spec["seed"], args, None)
     cfg = dataclasses.replace(
@@ -380,11 +394,10 @@ def one_run(spec: dict[str, Any]) -> dict[str, Any]:
         curve.append(None if best is None else executor.truth[best[1]])
     final = json.loads((cfg.output / "best.json").read_text(encoding="utf-8"))
     final_key = final.get("key")
-    data_best = float(surrogate.ms(np.asarray(data.rows)).min())
     return {
         "arm": spec["arm"], "seed": spec["seed"], "curve": curve,
         "final_ms": executor.truth.get(final_key) if final_key else None,
-        "measured_best_ms": min(executor.truth.values()), "data_best_ms": data_best,
+        "measured_best_ms": min(executor.truth.values()), "data_best_ms": spec["data_best_ms"],
         "search_s": search_s, "wall_s": time.perf_counter() - start,
         "model_spearman": ((final.get("cost_model") or {}).get("cross_validated") or {}).get("spearman"),
     }  # fmt: skip
@@ -522,6 +535,12 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--data: no runs of {args.workload} in {', '.join(missing)}")
     out = args.output.resolve()
     (out / "logs").mkdir(parents=True, exist_ok=True)
+    space = data_space(run_dirs)
+    data = data_of(run_dirs, space, Encoder(space.knobs))
+    X = np.asarray(data.rows)
+    surrogate = Surrogate.fit(X, np.asarray(data.log_ms), np.asarray(data.group))
+    surrogate.save(out / "surrogate.ubj")
+    data_best = float(surrogate.ms(X).min())
     specs = [
         {
             "arm": arm,
@@ -532,6 +551,8 @@ def main(argv: list[str] | None = None) -> int:
             "runs": str(out / "runs" / arm),
             "trials": args.trials,
             "noise": args.noise,
+            "surrogate": str(out / "surrogate.ubj"),
+            "data_best_ms": data_best,
         }
         for seed in args.seeds
         for arm, settings in arms.items()
@@ -544,8 +565,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['arm']} s{r['seed']}: final {r['final_ms']:.4f} ms, search {r['search_s']:.0f} s",
                 flush=True,
             )
-    space = data_space(run_dirs)
-    fid = fidelity(data_of(run_dirs, space, Encoder(space.knobs)))
+    fid = fidelity(data, surrogate)
     summary = summarise(runs, list(arms), args.trials)
     text = markdown(args.workload, summary, fid, argv, arms, data_host(run_dirs))
     (out / f"{args.workload}.md").write_text(text, encoding="utf-8")

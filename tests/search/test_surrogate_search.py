@@ -58,7 +58,7 @@ def test_the_surrogate_learns_one_offset_per_run_against_the_referee(ss: Any) ->
     truth = 0.3 * X[:, 0]
     group = np.repeat([0, 1, 2], 80)
     z = truth + np.array([0.0, 0.5, -0.25])[group]  # run 1 timed on a slower evening, run 2 faster
-    model = ss.Surrogate(X, z, group)
+    model = ss.Surrogate.fit(X, z, group)
     assert model.offset[1:] == pytest.approx([0.5, -0.25], abs=0.05)
     assert np.log(model.ms(np.array([[2.0], [6.0]]))) == pytest.approx([0.6, 1.8], abs=0.05)
 
