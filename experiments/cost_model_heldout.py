@@ -129,6 +129,7 @@ class Trial:
     features: dict[str, float]
     noise: float = 0.0  # how far the timed runs spread (autotune.measure.timing.noise)
     min_ms: float | None = None  # the fastest timed run
+    knobs: dict[str, Any] | None = None  # the trial's knobs as the run logged them
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,7 @@ class Log:
     key: str  # the workload (leave-one-workload-out leaves out every log with this key)
     trials: tuple[Trial, ...]
     skipped: int
-    knob_columns: tuple[str, ...] = ()  # the trials' knobs as features (:func:`knob_features`)
+    knob_columns: tuple[str, ...] = ()  # the trials' knobs as features (:class:`KnobColumns`)
 
     @property
     def ok(self) -> list[Trial]:
@@ -226,18 +227,19 @@ def load_log(path: Path, cache: Path) -> Log:
                 if r.min_ms is not None and r.iqr_ms is not None
                 else 0.0
             )
-            trials.append([r.trial, r.round, r.status, r.median_ms, r.predicted_ms, x, spread, r.min_ms])
+            trials.append(
+                [r.trial, r.round, r.status, r.median_ms, r.predicted_ms, x, spread, r.min_ms, dict(r.knobs)]
+            )
         doc = {"key": setup.key, "trials": trials, "skipped": skipped}
         file.write_text(json.dumps(doc), encoding="utf-8")
     trials = tuple(Trial(*t) for t in doc["trials"])
-    knobs = {r.trial: dict(r.knobs) for r in ct.timed_records(path)}
-    columns = knob_features([knobs.get(t.trial, {}) for t in trials])
+    columns = KnobColumns([t.knobs or {} for t in trials])
     for t in trials:
-        t.features.update(columns(knobs.get(t.trial, {})))
+        t.features.update(columns(t.knobs or {}))
     return Log(label, doc["key"], trials, doc["skipped"], columns.names)
 
 
-class knob_features:
+class KnobColumns:
     """A trial's knobs as feature columns (``knob:NAME`` its value for a knob whose values are
     numbers or flags, ``knob:NAME=VALUE`` 0 or 1 for each value of any other), AutoTVM's knob
     features, over the values ``seen`` in a log."""
@@ -331,7 +333,7 @@ class Variant:
     about: str
     labels: Labels = median_labels
     knobs: Settings | None = None
-    """Also the log's knob columns (:func:`knob_features`), for a model of these settings."""
+    """Also the log's knob columns (:class:`KnobColumns`), for a model of these settings."""
 
     def of(self, log: Log) -> Variant:
         """The variant as it fits ``log`` (with that log's knob columns, if it takes them)."""
