@@ -432,7 +432,9 @@ VARIANTS: dict[str, Variant] = {
         min_labels, prior_weight=4.0,
     ),
     "knob_features": replace(
-        _variant(XGBoostModel.SETTINGS, FEATURE_NAMES, "the current model, the trials' knobs as more features"),
+        _variant(
+            XGBoostModel.SETTINGS, FEATURE_NAMES, "the current model, the trials' knobs as more features"
+        ),
         knobs=XGBoostModel.SETTINGS,
     ),
     "after": _variant(XGBoostModel.SETTINGS, FEATURE_NAMES, "the current model (`XGBoostModel.SETTINGS`)"),
