@@ -74,8 +74,11 @@ from .stopwatch import Stopwatch
 from .strategies import Assignment, Outcome, Proposal, make_strategy
 from .strategies.optuna_storage import StudyStorage
 
-__all__ = ["CUTOFF_FACTOR", "CUTOFF_FLOOR_MS", "Search"]
+__all__ = ["CUTOFF_FACTOR", "CUTOFF_FLOOR_MS", "EPSILON_FROM_DRAWS", "Search"]
 
+EPSILON_FROM_DRAWS = True
+"""The ``epsilon`` share of a round's measurements is drawn from the proposals the strategy drew
+at random (:func:`~autotune.search.candidates.choose`'s ``drawn``)."""
 CUTOFF_FACTOR = 4.0
 """A candidate whose first timed runs are all over this many times the best median so far is not timed
 further (the same kernel timed 0.4 ms and 4-11 ms minutes apart on the shared 2-core host, so a
@@ -334,7 +337,8 @@ class Search:
             predicted = self.model.predict(_matrix([c.row for c in feasible]))
         rng = np.random.default_rng([s.seed, self.round])
         rows = [tuple(c.row) for c in feasible]
-        picks = cand.choose(predicted, n, s.epsilon, rng, rows, self.timed_rows)
+        drawn = [c.proposal.origin == "random" for c in feasible] if EPSILON_FROM_DRAWS else None
+        picks = cand.choose(predicted, n, s.epsilon, rng, rows, self.timed_rows, drawn)
         chosen = [feasible[i] for i, _ in picks]
         ms = self.model.predicts_ms  # else the predictions are an order only: not recorded
         guess = {c.key: float(p) for c, p in zip(feasible, predicted) if ms and np.isfinite(p)}
