@@ -165,10 +165,10 @@ def choose(
         first = [i for i in rest if drawn[i]]
         if len(first) >= explore:
             rest = first
-        else:  # every drawn one, the others at random
-            fill = [i for i in rest if not drawn[i]]
-            extra = [int(i) for i in rng.choice(fill, size=explore - len(first), replace=False)] if fill else []
-            return [(i, "model") for i in top] + [(i, "random") for i in first + extra]
+        else:  # every drawn one, then others at random (there are enough: n < count)
+            others = [i for i in rest if not drawn[i]]
+            extra = rng.choice(others, size=explore - len(first), replace=False)
+            return [(i, "model") for i in top] + [(int(i), "random") for i in (*first, *extra)]
     return [(i, "model") for i in top] + [(int(i), "random") for i in rng.choice(rest, size=explore, replace=False)]
 
 
