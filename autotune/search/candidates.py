@@ -133,6 +133,7 @@ def choose(
     rng: np.random.Generator,
     rows: Sequence[Hashable] | None = None,
     known: Collection[Hashable] = (),
+    drawn: Sequence[bool] | None = None,
 ) -> list[tuple[int, str]]:
     """``(index, how)`` of ``n`` candidates to measure: the best ``n - round(epsilon * n)`` by
     prediction (``"model"``), the rest at random (``"random"``); all at random while any prediction
@@ -143,7 +144,11 @@ def choose(
     candidates as one program (schedules that differ only in which pool holds a buffer, say), so a
     second measurement tells it nothing new and costs a trial that a program it can tell apart
     could have; when fewer distinct rows are left, the best
-    predicted of the others fill the share. The random share draws from every candidate left."""
+    predicted of the others fill the share. The random share draws from every candidate left, or,
+    with ``drawn`` (per candidate, whether the strategy drew it at random rather than bred or
+    chose it on the model), from the drawn ones left first and from the others when too few are:
+    MetaSchedule's epsilon-greedy pick, whose random share comes from its random population, so that
+    exploration reaches beyond the region the model's own proposals come from."""
     count = len(predicted)
     if n >= count:
         return [(i, "every") for i in range(count)]
@@ -156,6 +161,14 @@ def choose(
     top = order[: n - explore] if rows is None else _distinct(order, n - explore, rows, known)
     taken = set(top)
     rest = [i for i in order if i not in taken]
+    if drawn is not None:
+        first = [i for i in rest if drawn[i]]
+        if len(first) >= explore:
+            rest = first
+        else:  # every drawn one, then others at random (there are enough: n < count)
+            others = [i for i in rest if not drawn[i]]
+            extra = rng.choice(others, size=explore - len(first), replace=False)
+            return [(i, "model") for i in top] + [(int(i), "random") for i in (*first, *extra)]
     return [(i, "model") for i in top] + [(int(i), "random") for i in rng.choice(rest, size=explore, replace=False)]
 
 

@@ -20,8 +20,11 @@ training rows) and :meth:`Search.run_round` runs one round:
    features (:mod:`autotune.search.features`) of every timed (``ok`` or ``cutoff``) trial so far;
 3. measure ``measure_per_round`` of them: the best by prediction, one per feature row and none
    with the row of a timed trial (:func:`~autotune.search.candidates.choose`: the model cannot
-   tell those apart), plus an ``epsilon`` share at random (seeded per round); all at random while
-   the model is not ready. Each measured trial's record says which (``picked``:
+   tell those apart), plus an ``epsilon`` share at random (seeded per round) among the proposals
+   the strategy drew at random (origin ``random``; the others when too few are left): the
+   strategy's other proposals are what the model ranks best, and a random share drawn from them
+   would explore only where the model already looks (:data:`EPSILON_FROM_DRAWS`); all at random
+   while the model is not ready. Each measured trial's record says which (``picked``:
    :func:`~autotune.search.candidates.choose`);
 4. append each result to ``output/trials.jsonl`` as it arrives (and hand it to the strategy's
    :meth:`~autotune.search.strategies.SearchStrategy.logged`); at the end of the round the
@@ -74,8 +77,15 @@ from .stopwatch import Stopwatch
 from .strategies import Assignment, Outcome, Proposal, make_strategy
 from .strategies.optuna_storage import StudyStorage
 
-__all__ = ["CUTOFF_FACTOR", "CUTOFF_FLOOR_MS", "Search"]
+__all__ = ["CUTOFF_FACTOR", "CUTOFF_FLOOR_MS", "EPSILON_FROM_DRAWS", "Search"]
 
+EPSILON_FROM_DRAWS = True
+"""The ``epsilon`` share of a round's measurements is drawn from the proposals the strategy drew
+at random (:func:`~autotune.search.candidates.choose`'s ``drawn``), as MetaSchedule's epsilon-greedy
+pick draws from its random population; False: from every feasible proposal the model did not
+pick. Measured against False on a surrogate of the host's timings (the evolutionary strategy's
+batch is mostly the model's best bred children, so a random share among them measured the same
+region as the model's share): ``experiments/surrogate_search.py``, ``results/surrogate_search_*_draws/``."""
 CUTOFF_FACTOR = 4.0
 """A candidate whose first timed runs are all over this many times the best median so far is not timed
 further (the same kernel timed 0.4 ms and 4-11 ms minutes apart on the shared 2-core host, so a
@@ -334,7 +344,8 @@ class Search:
             predicted = self.model.predict(_matrix([c.row for c in feasible]))
         rng = np.random.default_rng([s.seed, self.round])
         rows = [tuple(c.row) for c in feasible]
-        picks = cand.choose(predicted, n, s.epsilon, rng, rows, self.timed_rows)
+        drawn = [c.proposal.origin == "random" for c in feasible] if EPSILON_FROM_DRAWS else None
+        picks = cand.choose(predicted, n, s.epsilon, rng, rows, self.timed_rows, drawn)
         chosen = [feasible[i] for i, _ in picks]
         ms = self.model.predicts_ms  # else the predictions are an order only: not recorded
         guess = {c.key: float(p) for c, p in zip(feasible, predicted) if ms and np.isfinite(p)}

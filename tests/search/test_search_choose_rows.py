@@ -42,3 +42,29 @@ def test_the_random_share_is_seeded_and_distinct() -> None:
     assert a[:3] == [0, 2, 4]
     assert len(set(a)) == 6 and not set(a[3:]) & {0, 2, 4}
     assert a == indices(predicted, 6, 0.5, np.random.default_rng(3), rows)
+
+
+def test_the_random_share_draws_from_the_strategys_random_proposals_first() -> None:
+    predicted = np.arange(8.0)
+    drawn = [False, False, False, False, False, True, False, True]  # 5 and 7 were drawn at random
+    for seed in range(5):
+        picked = choose(predicted, 4, 0.5, np.random.default_rng(seed), None, (), drawn)
+        assert picked[:2] == [(0, "model"), (1, "model")]
+        assert sorted(i for i, _ in picked[2:]) == [5, 7]
+
+
+def test_a_drawn_proposal_the_model_ranks_first_is_the_models_and_too_few_drawn_are_filled() -> None:
+    predicted = np.arange(8.0)
+    drawn = [True, False, False, False, False, False, False, True]
+    picked = choose(predicted, 4, 0.5, np.random.default_rng(0), None, (), drawn)
+    assert picked[:2] == [(0, "model"), (1, "model")]
+    random_share = [i for i, how in picked[2:]]
+    assert random_share[0] == 7 and random_share[1] in (2, 3, 4, 5, 6)
+
+
+def test_without_drawn_proposals_the_random_share_is_what_it_was() -> None:
+    predicted = np.arange(10.0)
+    none_drawn = [False] * 10
+    for seed in range(5):
+        a = choose(predicted, 4, 0.5, np.random.default_rng(seed), None, (), none_drawn)
+        assert a == choose(predicted, 4, 0.5, np.random.default_rng(seed))
