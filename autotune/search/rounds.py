@@ -85,7 +85,9 @@ at random (:func:`~autotune.search.candidates.choose`'s ``drawn``), as MetaSched
 pick draws from its random population; False: from every feasible proposal the model did not
 pick. Measured against False on a surrogate of the host's timings (the evolutionary strategy's
 batch is mostly the model's best bred children, so a random share among them measured the same
-region as the model's share): ``experiments/surrogate_search.py``, ``results/surrogate_search_*_draws/``."""
+region as the model's share): ``experiments/surrogate_search.py``,
+``results/surrogate_search_*_draws/``; on the host, five chains: ``experiments/sample_efficiency.py``,
+``results/sample_efficiency_rocketlake_draws_*/``."""
 CUTOFF_FACTOR = 4.0
 """A candidate whose first timed runs are all over this many times the best median so far is not timed
 further (the same kernel timed 0.4 ms and 4-11 ms minutes apart on the shared 2-core host, so a
