@@ -161,15 +161,15 @@ def choose(
     top = order[: n - explore] if rows is None else _distinct(order, n - explore, rows, known)
     taken = set(top)
     rest = [i for i in order if i not in taken]
+    picks = [(i, "model") for i in top]
     if drawn is not None:
         first = [i for i in rest if drawn[i]]
-        if len(first) >= explore:
-            rest = first
-        else:  # every drawn one, then others at random (there are enough: n < count)
+        if len(first) < explore:  # every drawn one, then others at random (there are enough: n < count)
             others = [i for i in rest if not drawn[i]]
             extra = rng.choice(others, size=explore - len(first), replace=False)
-            return [(i, "model") for i in top] + [(int(i), "random") for i in (*first, *extra)]
-    return [(i, "model") for i in top] + [(int(i), "random") for i in rng.choice(rest, size=explore, replace=False)]
+            return picks + [(int(i), "random") for i in (*first, *extra)]
+        rest = first
+    return picks + [(int(i), "random") for i in rng.choice(rest, size=explore, replace=False)]
 
 
 def _distinct(order: list[int], n: int, rows: Sequence[Hashable], known: Collection[Hashable]) -> list[int]:
