@@ -6,7 +6,8 @@ logs of model-guided runs.
 Each round of a run with a cost model that ranks (``search.cost_model`` other than ``none``)
 measures ``search.measure_per_round`` candidates chosen by
 :func:`autotune.search.candidates.choose`: the best by prediction (one per feature row), then the
-``round(epsilon * n)`` epsilon share at random among the rest. A trial's record says which
+``round(epsilon * n)`` epsilon share at random among the rest (among the strategy's random
+proposals first: :data:`autotune.search.rounds.EPSILON_FROM_DRAWS`). A trial's record says which
 (``picked``: ``model``, ``random``, or ``every`` when the round had no more candidates than
 measurements). Logs written before records said it are read by the order: the tuner numbers a
 round's measurements as :func:`~autotune.search.candidates.choose` returns them, after the
@@ -126,7 +127,8 @@ def markdown(summary: dict[str, Any], command: str) -> str:
         f"`.venv/bin/python experiments/pick_value.py {command}` ({len(summary['runs'])} runs of model-guided",
         f"searches; hosts by LLVM cpu name: {', '.join(summary['hosts'])}). Each full round's measurements in",
         "the order the tuner chose them: the model's picks, best predicted first, then the epsilon share",
-        "at random among the candidates the model did not pick (see the script's docstring).",
+        "at random among the candidates the model did not pick (the strategy's random proposals first in",
+        "runs made with ``EPSILON_FROM_DRAWS``; see the script's docstring).",
         "",
         "| place in the round | trials | in the run's 5 fastest | median latency / run's best | cutoff |",
         "| --- | ---: | ---: | ---: | ---: |",
