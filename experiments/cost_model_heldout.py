@@ -252,16 +252,16 @@ class KnobColumns:
                 if value not in values[name]:
                     values[name].append(value)
         self.numeric = {n for n, vs in values.items() if all(isinstance(v, (int, float)) for v in vs)}
-        self.values = values
+        self.values = {n: values[n] for n in sorted(values)}
         self.names = tuple(
             f"knob:{n}" if n in self.numeric else f"knob:{n}={v}"
-            for n in sorted(values)
-            for v in ([None] if n in self.numeric else values[n])
+            for n, vs in self.values.items()
+            for v in ([None] if n in self.numeric else vs)
         )
 
     def __call__(self, knobs: dict[str, Any]) -> dict[str, float]:
         out = {}
-        for n in sorted(self.values):
+        for n in self.values:
             if n in self.numeric:
                 out[f"knob:{n}"] = float(knobs.get(n, 0))
             else:

@@ -329,17 +329,14 @@ def set_attributes(settings: Sequence[str]) -> None:
     """``MODULE.ATTR=VALUE`` each: the attribute set to the Python literal ``VALUE``;
     ``model.FIELD=VALUE``: a field of the XGBoost model's default
     :class:`~autotune.search.cost_model.Settings` (``oracle`` and ``search.FIELD=VALUE`` are the
-    caller's: :func:`search_settings`)."""
+    caller's: :func:`prefixed`)."""
     from autotune.search.cost_model import XGBoostModel
 
+    model = prefixed(settings, "model.")
+    if model:
+        XGBoostModel.SETTINGS = dataclasses.replace(XGBoostModel.SETTINGS, **model)
     for setting in settings:
-        if setting == "oracle" or setting.startswith("search."):
-            continue
-        if setting.startswith("model."):
-            field, _, value = setting.removeprefix("model.").partition("=")
-            XGBoostModel.SETTINGS = dataclasses.replace(
-                XGBoostModel.SETTINGS, **{field: ast.literal_eval(value)}
-            )
+        if setting == "oracle" or setting.startswith(("search.", "model.")):
             continue
         target, _, value = setting.partition("=")
         module, _, attr = target.rpartition(".")
@@ -349,12 +346,13 @@ def set_attributes(settings: Sequence[str]) -> None:
         setattr(mod, attr, ast.literal_eval(value))
 
 
-def search_settings(settings: Sequence[str]) -> dict[str, Any]:
-    """The ``search.FIELD=VALUE`` settings of an arm: fields of the run's search config."""
+def prefixed(settings: Sequence[str], prefix: str) -> dict[str, Any]:
+    """``{FIELD: VALUE}`` of an arm's ``PREFIX.FIELD=VALUE`` settings (``search.``: fields of the
+    run's search config; ``model.``: of the XGBoost model's default settings)."""
     out = {}
     for setting in settings:
-        if setting.startswith("search."):
-            field, _, value = setting.removeprefix("search.").partition("=")
+        if setting.startswith(prefix):
+            field, _, value = setting.removeprefix(prefix).partition("=")
             out[field] = ast.literal_eval(value)
     return out
 
@@ -371,7 +369,7 @@ def one_run(spec: dict[str, Any]) -> dict[str, Any]:
     args = argparse.Namespace(runs=Path(spec["runs"]), trials=spec["trials"], workers=1, epsilon=None)
     cfg = configure(spec["workload"], "evolutionary", spec["seed"], args, None)
     cfg = dataclasses.replace(
-        cfg, search=dataclasses.replace(cfg.search, **search_settings(spec["settings"]))
+        cfg, search=dataclasses.replace(cfg.search, **prefixed(spec["settings"], "search."))
     )
     if cfg.output.exists():
         import shutil
