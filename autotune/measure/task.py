@@ -363,10 +363,13 @@ def run_task(task: MeasureTask) -> MeasureResult:
 
 SLOWER_ONE_ROUND = 10.0
 """A re-measured task whose first round's median is over this many times the fastest first-round
-median of its call is timed in that round only. The rounds are there to average the machine's
-moments (a core's speed varies by about 30 % from one to the next), which cannot bring such a task
-near the fastest; an unscheduled chain, re-timed beside the best for the speedup, takes seconds a
-run and its later rounds would be most of the re-measure's time."""
+median of its call, and over its ``min_sample_s``, is timed in that round only. The rounds are there
+to average the machine's moments (a core's speed varies by about 30 % from one to the next), which
+cannot bring such a task near the fastest; an unscheduled chain, re-timed beside the best for the
+speedup, takes seconds a run and its later rounds would be most of the re-measure's time. A kernel
+quicker than ``min_sample_s`` is timed in batches of about that length, so its rounds cost the same
+whatever its speed and it keeps them all (on a busy machine a microsecond kernel's median can be
+inflated tenfold in one round)."""
 
 
 def remeasure_tasks(tasks: Sequence[MeasureTask], rounds: int) -> list[list[MeasureResult]]:
@@ -375,8 +378,8 @@ def remeasure_tasks(tasks: Sequence[MeasureTask], rounds: int) -> list[list[Meas
     Each task is lowered and compiled once (later rounds reuse the compiled
     kernel) and checked in every round. ``result[i]`` holds task ``i``'s
     results; a task that cannot be lowered gets ``rounds`` copies of its error.
-    A task over :data:`SLOWER_ONE_ROUND` times the fastest in round 1 has that
-    round's result only. Every task is timed in full: ``cutoff_ms`` is ignored.
+    A task over :data:`SLOWER_ONE_ROUND` times the fastest in round 1 (and slower
+    than its ``min_sample_s``) has that round's result only. Every task is timed in full: ``cutoff_ms`` is ignored.
     """
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise MeasureError(f"remeasure: rounds must be an int >= 1, got {rounds!r}")
@@ -398,16 +401,20 @@ def remeasure_tasks(tasks: Sequence[MeasureTask], rounds: int) -> list[list[Meas
             else:
                 results[i].append(_measure_lowered(task, inputs, lowered))
         if round_ == 0:
-            timed = _within_one_round(results)
+            timed = _within_one_round(tasks, results)
     return results
 
 
-def _within_one_round(results: Sequence[Sequence[MeasureResult]]) -> list[int]:
+def _within_one_round(tasks: Sequence[MeasureTask], results: Sequence[Sequence[MeasureResult]]) -> list[int]:
     """The tasks timed again after round 1: all but the ``ok`` ones over :data:`SLOWER_ONE_ROUND`
-    times the fastest ``ok`` median of that round (a failed task keeps its rounds: its error
-    repeats without a timing)."""
+    times the fastest ``ok`` median of that round and over their ``min_sample_s`` (a failed task
+    keeps its rounds: its error repeats without a timing)."""
     medians = [rs[0].median_ms if rs[0].ok else None for rs in results]
     fastest = min((m for m in medians if m is not None), default=None)
-    return [
-        i for i, m in enumerate(medians) if m is None or fastest is None or m <= SLOWER_ONE_ROUND * fastest
-    ]
+
+    def kept(task: MeasureTask, median: float | None) -> bool:
+        if median is None or fastest is None:
+            return True
+        return median <= SLOWER_ONE_ROUND * fastest or median <= (task.min_sample_s or 0.0) * 1e3
+
+    return [i for i, (task, m) in enumerate(zip(tasks, medians, strict=True)) if kept(task, m)]

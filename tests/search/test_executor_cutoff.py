@@ -19,7 +19,7 @@ from autotune import workloads
 from autotune.measure import task as task_module
 from autotune.measure.result import MeasureResult
 from autotune.measure.task import SLOWER_ONE_ROUND, MeasureTask, remeasure_tasks, run_task
-from autotune.measure.timing import CUTOFF_RUNS
+from autotune.measure.timing import CUTOFF_RUNS, MIN_SAMPLE_S
 from autotune.schedule import Schedule
 from autotune.search.best import top_trials
 from autotune.search.executors import Executor, LocalExecutor, make_executor, task_cpus
@@ -114,6 +114,7 @@ def test_a_remeasured_task_far_slower_than_the_fastest_is_timed_in_the_first_rou
     """Its rounds cannot bring it near the fastest; the others keep every round, and so does a
     failed task (its failure is the figure)."""
     medians = {0: 1.0, 1: SLOWER_ONE_ROUND * 1.0 + 0.5, 2: SLOWER_ONE_ROUND * 1.0, 3: None}
+    assert SLOWER_ONE_ROUND * 1.0 + 0.5 > MIN_SAMPLE_S * 1e3  # task 1 is not timed in batches
     timed: list[int] = []
 
     def fake(task: MeasureTask, prepared: Any, lowered: Any) -> MeasureResult:
@@ -128,6 +129,23 @@ def test_a_remeasured_task_far_slower_than_the_fastest_is_timed_in_the_first_rou
     assert [len(rs) for rs in results] == [3, 1, 3, 3]
     assert timed == [0, 1, 2, 3, 0, 2, 3, 0, 2, 3]
     assert [r.status for r in results[3]] == ["wrong"] * 3
+
+
+def test_a_remeasured_task_quicker_than_its_sample_keeps_every_round(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel timed in batches of ``min_sample_s`` costs the same per round whatever its speed:
+    a first round far over the fastest (a busy moment of a microsecond kernel) does not drop it."""
+    sample_ms = MIN_SAMPLE_S * 1e3
+    medians = {0: sample_ms / 100, 1: sample_ms / 2, 2: sample_ms * 2}
+
+    def fake(task: MeasureTask, prepared: Any, lowered: Any) -> MeasureResult:
+        median = medians[task.seed]
+        return MeasureResult("ok", 0.0, median, median, 0.0, 3)
+
+    monkeypatch.setattr(task_module, "_measure_lowered", fake)
+    results = remeasure_tasks([task(seed=s) for s in medians], rounds=3)
+    assert [len(rs) for rs in results] == [3, 3, 1]
+    unbatched = remeasure_tasks([task(seed=s, min_sample_s=None) for s in medians], rounds=3)
+    assert [len(rs) for rs in unbatched] == [3, 1, 1]
 
 
 # ---------------------------------------------------------------- CPUs booked per thread
