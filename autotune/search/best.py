@@ -7,8 +7,8 @@ schedule steps) are timed again in one :meth:`~autotune.search.executors.Executo
 call: one worker, alternating, :data:`REMEASURE_ROUNDS` rounds (a schedule over
 :data:`~autotune.measure.task.SLOWER_ONE_ROUND` times the fastest and slower than a timing sample,
 as an unscheduled chain often is, in the first only). The best is the lowest median of those
-rounds (of the rounds not contended, where some are: :func:`figures_of`), and the speedup and memory ratio compare it with the
-default from the same call. Files written to the output directory:
+rounds (of the rounds not contended, where some are: :func:`figures_of`), and the speedup and
+memory ratio compare it with the default from the same call. Files written to the output directory:
 
 - ``best.json``: the trace (loadable by ``autotune show/check --trace``),
   knobs, figures of the best and of the default (each with the ``node`` that
