@@ -135,7 +135,7 @@ import statistics
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -612,26 +612,37 @@ def verdict(runs: list[dict[str, Any]], to_within: Callable[[dict[str, Any]], in
             "seeds": len(rs), "met": len(met), "reached": len(reached),
             "mean_trials": statistics.mean(reached) if reached else None,
         }  # fmt: skip
-    base = out.get("random", {}).get("mean_trials")
-    randoms = [r for r in runs if r["strategy"] == "random"]
-    if randoms:
-        out["random"]["geometric"] = random_trials(randoms, to_within)
-    for strategy in MODEL_GUIDED:
-        if strategy in out:
-            x = out[strategy]
-            mean = x["mean_trials"]
-            x["vs_random"] = None if base is None or mean is None else mean / base
-            if (
-                randoms
-                and mean is not None
-                and x["reached"] == x["seeds"]
-                and out["random"]["reached"] < len(randoms)
-            ):
-                at_least = [n if (n := to_within(r)) is not None else len(r["curve"]) + 1 for r in randoms]
-                x["vs_random_at_most"] = mean / statistics.mean(at_least)
-            if randoms and mean is not None and x["reached"] == x["seeds"]:
-                x["vs_random_geometric_at_most"] = mean / out["random"]["geometric"]["at_least"]
+    control = random_label(out)
+    base = out[control]["mean_trials"] if control is not None else None
+    randoms = [r for r in runs if r["strategy"] == control]
+    if control is not None:
+        out[control]["geometric"] = random_trials(randoms, to_within)
+    for strategy in (s for s in out if kind(s) in MODEL_GUIDED):
+        x = out[strategy]
+        mean = x["mean_trials"]
+        x["vs_random"] = None if base is None or mean is None else mean / base
+        if (
+            control is not None
+            and mean is not None
+            and x["reached"] == x["seeds"]
+            and out[control]["reached"] < len(randoms)
+        ):
+            at_least = [n if (n := to_within(r)) is not None else len(r["curve"]) + 1 for r in randoms]
+            x["vs_random_at_most"] = mean / statistics.mean(at_least)
+        if control is not None and mean is not None and x["reached"] == x["seeds"]:
+            x["vs_random_geometric_at_most"] = mean / out[control]["geometric"]["at_least"]
     return out
+
+
+def kind(label: str) -> str:
+    """The strategy of a run's label: ``random@RUNS_DIR`` (a ``--baseline``'s run) is ``random``."""
+    return label.split("@", 1)[0]
+
+
+def random_label(labels: Iterable[str]) -> str | None:
+    """The runs the others are compared with: this invocation's random runs, else a baseline's."""
+    randoms = [s for s in labels if kind(s) == "random"]
+    return "random" if "random" in randoms else next(iter(randoms), None)
 
 
 def summarise(runs: list[dict[str, Any]], referees: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -724,9 +735,10 @@ def model_lines(meta: dict[str, Any], path: str) -> list[str]:
 
 def verdict_lines(v: dict[str, Any], judge: str) -> list[str]:
     met = ", ".join(f"{s} {x['met']}/{x['seeds']}" for s, x in v.items())
-    base = v.get("random")
+    control = random_label(v)
+    base = v[control] if control is not None else None
     ratios = []
-    for s in (s for s in MODEL_GUIDED if s in v):
+    for s in (s for s in v if kind(s) in MODEL_GUIDED):
         x = v[s]
         mean = "-" if x["mean_trials"] is None else f"{x['mean_trials']:.1f}"
         reached = f"{mean} over {x['reached']} of {x['seeds']} seeds"
@@ -737,7 +749,7 @@ def verdict_lines(v: dict[str, Any], judge: str) -> list[str]:
         ratio = "-" if x.get("vs_random") is None else f"{x['vs_random']:.2f}"
         if "vs_random_at_most" in x:  # random missed seeds (each counted as one trial past its run)
             ratio += f", at most {x['vs_random_at_most']:.2f}"
-        ratios.append(f"{s} {ratio} ({reached}; random {base_mean} over {base['reached']} of {base['seeds']})")
+        ratios.append(f"{s} {ratio} ({reached}; {control} {base_mean} over {base['reached']} of {base['seeds']})")
     line = (
         f"By the {judge}: within 5% in at most {TARGET_TRIALS} measured trials and {TARGET_WALL_S:.0f} s of "
         f"search wall: {met}."
@@ -755,7 +767,7 @@ def verdict_lines(v: dict[str, Any], judge: str) -> list[str]:
         )
         bounded = [
             f"{s}'s mean at most {v[s]['vs_random_geometric_at_most']:.2f} of it"
-            for s in MODEL_GUIDED if s in v and "vs_random_geometric_at_most" in v[s]
+            for s in v if kind(s) in MODEL_GUIDED and "vs_random_geometric_at_most" in v[s]
         ]  # fmt: skip
         line += f"; {', '.join(bounded)}." if bounded else "."
     return [line, ""]

@@ -116,6 +116,27 @@ def test_a_strategy_that_always_got_there_is_bounded_against_a_random_that_did_n
     )
 
 
+def test_a_baselines_random_runs_are_the_control(se: Any) -> None:
+    """``--baseline DIR --baseline-strategies random``: its runs, labelled ``random@DIR``, are what
+    the model-guided runs (this invocation's and a baseline's) are compared with."""
+    runs = [
+        {"strategy": "random@old", "wall": {"search_s": 9.0}, "n": 40, "curve": [1.0] * 64},
+        {"strategy": "random@old", "wall": {"search_s": 9.0}, "n": None, "curve": [1.0] * 64},
+        {"strategy": "evolutionary", "wall": {"search_s": 9.0}, "n": 21, "curve": [1.0] * 64},
+        {"strategy": "evolutionary@old", "wall": {"search_s": 9.0}, "n": 30, "curve": [1.0] * 64},
+    ]
+    v = se.verdict(runs, lambda r: r["n"])
+    assert v["evolutionary"]["vs_random"] == pytest.approx(21 / 40)
+    assert v["evolutionary@old"]["vs_random_at_most"] == pytest.approx(30 / 52.5)
+    assert v["random@old"]["geometric"]["trials"] == 104
+    line = se.verdict_lines(v, "referee")[0]
+    assert "evolutionary 0.53, at most 0.40 (21.0 over 1 of 1 seeds; random@old 40.0 over 1 of 2)" in line
+    assert line.endswith("evolutionary's mean at most 0.96 of it, evolutionary@old's mean at most 1.37 of it.")
+    # this invocation's own random runs come first
+    assert se.random_label(["random@old", "evolutionary", "random"]) == "random"
+    assert se.random_label(["evolutionary"]) is None
+
+
 def test_the_poisson_upper_bound_leaves_the_stated_chance_below_the_count(se: Any) -> None:
     """No event: the rule of three (ln 20); one and five events: the chi-square bounds
     (chi2(0.95, 2k + 2) / 2: 4.744 and 10.513)."""
