@@ -379,7 +379,8 @@ def remeasure_tasks(tasks: Sequence[MeasureTask], rounds: int) -> list[list[Meas
     kernel) and checked in every round. ``result[i]`` holds task ``i``'s
     results; a task that cannot be lowered gets ``rounds`` copies of its error.
     A task over :data:`SLOWER_ONE_ROUND` times the fastest in round 1 (and slower
-    than its ``min_sample_s``) has that round's result only. Every task is timed in full: ``cutoff_ms`` is ignored.
+    than its ``min_sample_s``) has that round's result only. Every task is timed in
+    full: ``cutoff_ms`` is ignored.
     """
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise MeasureError(f"remeasure: rounds must be an int >= 1, got {rounds!r}")
