@@ -161,15 +161,13 @@ def choose(
     top = order[: n - explore] if rows is None else _distinct(order, n - explore, rows, known)
     taken = set(top)
     rest = [i for i in order if i not in taken]
-    picks = [(i, "model") for i in top]
-    if drawn is not None:
-        first = [i for i in rest if drawn[i]]
-        if len(first) < explore:  # every drawn one, then others at random (there are enough: n < count)
-            others = [i for i in rest if not drawn[i]]
-            extra = rng.choice(others, size=explore - len(first), replace=False)
-            return picks + [(int(i), "random") for i in (*first, *extra)]
-        rest = first
-    return picks + [(int(i), "random") for i in rng.choice(rest, size=explore, replace=False)]
+    first = rest if drawn is None else [i for i in rest if drawn[i]]
+    if len(first) >= explore:
+        shared = list(rng.choice(first, size=explore, replace=False))
+    else:  # every drawn one, then others at random (there are enough: n < count)
+        others = [i for i in rest if drawn is not None and not drawn[i]]  # drawn is set: first < rest
+        shared = [*first, *rng.choice(others, size=explore - len(first), replace=False)]
+    return [(i, "model") for i in top] + [(int(i), "random") for i in shared]
 
 
 def _distinct(order: list[int], n: int, rows: Sequence[Hashable], known: Collection[Hashable]) -> list[int]:
