@@ -164,5 +164,6 @@ def test_the_cutoff_never_hides_a_wrong_kernel() -> None:
 
 @pytest.mark.slow
 def test_a_kernel_under_the_cutoff_is_timed_in_full() -> None:
-    result = measure(axpy(), axpy_reference, _inputs(), warmup=1, repeats=5, cutoff_ms=1e9, retime_noise=1e9)
-    assert result.status == "ok" and result.repeats == 5 and not result.retimed
+    # no re-timing: on a busy machine a contended timing is re-timed whatever its noise
+    result = measure(axpy(), axpy_reference, _inputs(), warmup=1, repeats=5, cutoff_ms=1e9)
+    assert result.status == "ok" and result.repeats == 5 and result.error == ""
