@@ -133,6 +133,12 @@ def sweep(
     }  # fmt: skip
 
 
+def host_text(host: dict[str, Any]) -> str:
+    """``Intel(R) Xeon(R) Processor (LLVM cpu rocketlake, AVX-512), 2 cores``."""
+    isa = "AVX-512" if "avx512f" in host.get("isa", []) else "AVX2"
+    return f"{host['cpu']} (LLVM cpu {host['llvm_cpu']}, {isa}), {host['cores']} cores"
+
+
 def table(result: dict[str, Any], argv: Sequence[str], date: str) -> list[str]:
     knob = result["knob"]
     lines = [
@@ -140,8 +146,8 @@ def table(result: dict[str, Any], argv: Sequence[str], date: str) -> list[str]:
         "",
         f"Command: `.venv/bin/python experiments/knob_sweep.py {' '.join(argv)}`  ",
         f"Date: {date}  ",
-        f"Machine: {result['machine']}; load average {result['load_average']['start'][0]:.2f} at the start, "
-        f"{result['load_average']['end'][0]:.2f} at the end.  ",
+        f"Machine: {host_text(result['machine'])}; load average "
+        f"{result['load_average']['start'][0]:.2f} at the start, {result['load_average']['end'][0]:.2f} at the end.  ",
         f"Each base's own {knob} is marked *. Ratios are to the base's own value, per round (median of "
         f"{result['rounds']} rounds); the estimate's ratio is the roofline estimate's.",
         "",
