@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sample_efficiency import host_line
 from thread_scaling import write_results
 
 from autotune.config import load_config
@@ -98,9 +99,10 @@ def variants(
             feats = features(low.lowered.func, low.lowered.plan, original=wl.func, target=space.target)
             row["estimate_ms"] = (2.0 ** feats["log2_estimate_ns"] - 1.0) / 1e6
             row["peak_bytes"] = low.peak
-            row["key"] = key = trace_key(sch.trace_json())
-            tasks[key] = cand.make_task(cfg, sch.trace_json())
-    return {"cfg": cfg, "rows": rows, "tasks": tasks, "swept": swept}
+            replayed = sch.trace_json()
+            row["key"] = key = trace_key(replayed)
+            tasks[key] = cand.make_task(cfg, replayed)
+    return {"rows": rows, "tasks": tasks, "swept": swept}
 
 
 def sweep(
@@ -115,6 +117,7 @@ def sweep(
         results = executor.remeasure([tasks[k] for k in keys], rounds)
     timed = {k: [x.median_ms if x.status == "ok" else None for x in rs] for k, rs in zip(keys, results)}
     reasons = {k: next((x.reason for x in rs if x.status != "ok"), "") for k, rs in zip(keys, results)}
+    own_of = {r["base"]: r for r in rows if r["own"]}
     for row in rows:
         if "key" not in row:
             continue
@@ -123,7 +126,7 @@ def sweep(
             row["error"] = reasons[row["key"]]
             continue
         row["ms"] = statistics.median(row["rounds_ms"])
-        own = next(r for r in rows if r["base"] == row["base"] and r.get("own"))
+        own = own_of[row["base"]]
         if own.get("rounds_ms") and None not in own["rounds_ms"]:
             row["ratio"] = statistics.median(t / o for t, o in zip(row["rounds_ms"], own["rounds_ms"]))
             row["estimate_ratio"] = row["estimate_ms"] / own["estimate_ms"]
@@ -133,12 +136,6 @@ def sweep(
     }  # fmt: skip
 
 
-def host_text(host: dict[str, Any]) -> str:
-    """``Intel(R) Xeon(R) Processor (LLVM cpu rocketlake, AVX-512), 2 cores``."""
-    isa = "AVX-512" if "avx512f" in host.get("isa", []) else "AVX2"
-    return f"{host['cpu']} (LLVM cpu {host['llvm_cpu']}, {isa}), {host['cores']} cores"
-
-
 def table(result: dict[str, Any], argv: Sequence[str], date: str) -> list[str]:
     knob = result["knob"]
     lines = [
@@ -146,8 +143,7 @@ def table(result: dict[str, Any], argv: Sequence[str], date: str) -> list[str]:
         "",
         f"Command: `.venv/bin/python experiments/knob_sweep.py {' '.join(argv)}`  ",
         f"Date: {date}  ",
-        f"Machine: {host_text(result['machine'])}; load average "
-        f"{result['load_average']['start'][0]:.2f} at the start, {result['load_average']['end'][0]:.2f} at the end.  ",
+        f"{host_line(result['machine'], result['load_average'])}  ",
         f"Each base's own {knob} is marked *. Ratios are to the base's own value, per round (median of "
         f"{result['rounds']} rounds); the estimate's ratio is the roofline estimate's.",
         "",
