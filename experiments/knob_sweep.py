@@ -105,6 +105,27 @@ def variants(
     return {"rows": rows, "tasks": tasks, "swept": swept}
 
 
+def attach_times(
+    rows: list[dict[str, Any]], timed: dict[str, list[float | None]], reasons: dict[str, str]
+) -> None:
+    """Give each timed row its rounds and median (or the failure's reason), then its ratios to its
+    base's own row, per round (once every row has its times: a base's own value may come last)."""
+    for row in rows:
+        if "key" not in row:
+            continue
+        row["rounds_ms"] = timed[row["key"]]
+        if None in row["rounds_ms"]:
+            row["error"] = reasons[row["key"]]
+            continue
+        row["ms"] = statistics.median(row["rounds_ms"])
+    own_of = {r["base"]: r for r in rows if r["own"]}
+    for row in rows:
+        own = own_of[row["base"]]
+        if "ms" in row and "ms" in own:
+            row["ratio"] = statistics.median(t / o for t, o in zip(row["rounds_ms"], own["rounds_ms"]))
+            row["estimate_ratio"] = row["estimate_ms"] / own["estimate_ms"]
+
+
 def sweep(
     config: Path, logs: Sequence[Path], knob: str, values: Sequence[Any] | None, count: int, rounds: int
 ) -> dict[str, Any]:
@@ -117,19 +138,7 @@ def sweep(
         results = executor.remeasure([tasks[k] for k in keys], rounds)
     timed = {k: [x.median_ms if x.status == "ok" else None for x in rs] for k, rs in zip(keys, results)}
     reasons = {k: next((x.reason for x in rs if x.status != "ok"), "") for k, rs in zip(keys, results)}
-    own_of = {r["base"]: r for r in rows if r["own"]}
-    for row in rows:
-        if "key" not in row:
-            continue
-        row["rounds_ms"] = timed[row["key"]]
-        if None in row["rounds_ms"]:
-            row["error"] = reasons[row["key"]]
-            continue
-        row["ms"] = statistics.median(row["rounds_ms"])
-        own = own_of[row["base"]]
-        if own.get("rounds_ms") and None not in own["rounds_ms"]:
-            row["ratio"] = statistics.median(t / o for t, o in zip(row["rounds_ms"], own["rounds_ms"]))
-            row["estimate_ratio"] = row["estimate_ms"] / own["estimate_ms"]
+    attach_times(rows, timed, reasons)
     return {
         "config": str(config), "knob": knob, "values": made["swept"], "rounds": rounds, "rows": rows,
         "machine": machine(), "load_average": {"start": load_start, "end": list(os.getloadavg())},

@@ -88,3 +88,20 @@ def test_a_knob_the_space_does_not_choose_is_refused_by_name(ks: Any, tmp_path: 
     write_log(log, [({"tile_rows": 4}, "ok", 1.0)])
     with pytest.raises(SystemExit, match="the space has no knob 'tile_cols' with a choice"):
         ks.variants(CONFIG, [log], "tile_cols", None, 1)
+
+
+def test_every_timed_row_gets_its_ratio_to_its_base_whatever_the_order(ks: Any) -> None:
+    # base 0's own value comes last; base 1's own row failed to time: its rows have no ratio
+    rows: list[dict[str, Any]] = [
+        {"base": 0, "own": False, "key": "a", "estimate_ms": 3.0},
+        {"base": 0, "own": False, "error": "pools overflow"},
+        {"base": 0, "own": True, "key": "b", "estimate_ms": 2.0},
+        {"base": 1, "own": True, "key": "c", "estimate_ms": 1.0},
+        {"base": 1, "own": False, "key": "d", "estimate_ms": 1.0},
+    ]
+    timed = {"a": [3.0, 6.0, 3.0], "b": [2.0, 2.0, 2.0], "c": [1.0, None, 1.0], "d": [1.0, 1.0, 1.0]}
+    ks.attach_times(rows, timed, {"c": "timed out"})
+    assert rows[0]["ms"] == 3.0 and rows[0]["ratio"] == 1.5 and rows[0]["estimate_ratio"] == 1.5
+    assert rows[2]["ratio"] == 1.0 and "ratio" not in rows[1]
+    assert rows[3]["error"] == "timed out" and "ms" not in rows[3]
+    assert rows[4]["ms"] == 1.0 and "ratio" not in rows[4]
