@@ -140,7 +140,8 @@ def sweep(
     reasons = {k: next((x.reason for x in rs if x.status != "ok"), "") for k, rs in zip(keys, results)}
     attach_times(rows, timed, reasons)
     return {
-        "config": str(config), "knob": knob, "values": made["swept"], "rounds": rounds, "rows": rows,
+        "config": str(config), "logs": [str(p) for p in logs], "knob": knob, "values": made["swept"],
+        "bases": count, "rounds": rounds, "rows": rows,
         "machine": machine(), "load_average": {"start": load_start, "end": list(os.getloadavg())},
     }  # fmt: skip
 

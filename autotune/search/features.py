@@ -38,7 +38,7 @@ from .. import ir
 from ..analysis import Interval, eval_interval, sum_form
 from ..memory import MemoryPlan
 from ..memory.lowering import in_registers
-from .features_estimate import Access, Loop, Statement, memory_levels, roofline
+from .features_estimate import SCALAR_CALLS, Access, Loop, Operation, Statement, memory_levels, roofline
 from .features_estimate import probability as _probability
 from .features_estimate import trip as _trip
 from .target import Target
@@ -64,9 +64,11 @@ FEATURE_NAMES: tuple[str, ...] = (
     "log2_workspace_peak", "n_pools_used", "parallel",
     # bytes by the cache level that serves them, vector lanes, parallel and unrolled work, reductions
     "log2_bytes_l1", "log2_bytes_l2", "log2_bytes_l3", "log2_bytes_mem", "log2_reuse_distance",
-    "vector_lanes_used", "log2_parallel_extent", "parallel_frac", "log2_unrolled_work", "inner_reduction_frac",
+    "vector_lanes_used", "log2_parallel_extent", "parallel_frac", "log2_unrolled_work",
+    "inner_reduction_frac",
     # the roofline estimate (features_estimate.roofline) and the work against the unscheduled function
-    "log2_estimate_ns", "log2_compute_ns", "log2_memory_ns", "vector_op_frac", "latency_bound_frac", "ops_ratio",
+    "log2_estimate_ns", "log2_compute_ns", "log2_memory_ns", "vector_op_frac", "latency_bound_frac",
+    "ops_ratio",
 )  # fmt: skip
 L3_BYTES = 32 << 20
 """Cache sizes used when the target does not know its own (0 in :class:`~autotune.search.target.Target`)."""
@@ -120,9 +122,9 @@ class _Walk:
         if isinstance(s, ir.BufferStore):
             iters = prob * prod(lp.trip for lp in loops)
             store = self.access(s, loops, iters, guard)
-            ops, loads = self.value(s.value, loops, iters, guard)
+            operations, loads = self.value(s.value, loops, iters, guard, s.buffer.data)
             depth = self.alloc_depth.get(s.buffer.data, 0)
-            self.statements.append(Statement(store, tuple(loads), ops, self.slp, depth))
+            self.statements.append(Statement(store, tuple(loads), tuple(operations), self.slp, depth))
             return False
         if isinstance(s, ir.Allocate):
             if in_registers(s):  # register tiles and accumulators are not memory
@@ -151,29 +153,43 @@ class _Walk:
         return True
 
     def value(
-        self, e: ir.Expr, loops: tuple[Loop, ...], iters: float, guard: bool
-    ) -> tuple[float, list[Access]]:
-        """Count the flop-ish operations and the loads of a stored value (not its index math);
-        return the operations of one execution but those of a select's condition (loop indices
-        compared: hoisted, or one mask), and the loads."""
-        stack = [(e, False)]
-        ops = in_conditions = 0.0
-        loads = []
-        while stack:
-            node, condition = stack.pop()
+        self, e: ir.Expr, loops: tuple[Loop, ...], iters: float, guard: bool, stored: ir.Var
+    ) -> tuple[list[Operation], list[Access]]:
+        """Count the flop-ish operations and the loads of a value stored to buffer ``stored`` (not its
+        index math); return the instructions of one execution but those of a select's condition
+        (loop indices compared: hoisted, or one mask) and the multiplies fused into an add, and the
+        loads."""
+        operations: list[Operation] = []
+        loads: list[Access] = []
+        count = 0
+
+        def visit(node: ir.Expr, condition: bool, fused: bool) -> tuple[frozenset[ir.Expr], bool]:
+            """The integer expressions ``node``'s value depends on, and whether it is shared."""
+            nonlocal count
             if isinstance(node, ir.BufferLoad):
                 loads.append(self.access(node, loops, iters, guard))
-                continue
+                return frozenset(node.indices), node.buffer.data is not stored
+            exprs: frozenset[ir.Expr] = frozenset()
+            shared = True
+            fuse = ir.is_float(node.dtype) and isinstance(node, (ir.Add, ir.Sub)) and not condition
+            for child in _children(node):
+                into = fuse and isinstance(child, ir.Mul) and ir.is_float(child.dtype)
+                fuse = fuse and not into  # one multiply per add
+                inner = condition or (isinstance(node, ir.Select) and child is node.cond)
+                child_exprs, child_shared = visit(child, inner, into)
+                exprs, shared = exprs | child_exprs, shared and child_shared
+            if not ir.is_float(node.dtype) and node.dtype != ir.BOOL:
+                exprs = frozenset((node,))  # integer math: told apart by its own value
             if isinstance(node, _OPS):
-                ops += 1.0
-                in_conditions += condition
-            if isinstance(node, ir.Select):
-                stack.append((node.cond, True))
-                stack.extend((c, condition) for c in (node.true_value, node.false_value))
-            else:
-                stack.extend((c, condition) for c in _children(node))
-        self.ops += ops * iters
-        return ops - in_conditions, loads
+                count += 1
+                if not condition and not fused:
+                    call = node.op if isinstance(node, ir.Call) and node.op in SCALAR_CALLS else ""
+                    operations.append(Operation(exprs, shared, call))
+            return exprs, shared
+
+        visit(e, False, False)
+        self.ops += count * iters
+        return operations, loads
 
 
 def _index_info(indices: tuple[ir.Expr, ...]) -> tuple[frozenset[ir.Var], bool]:

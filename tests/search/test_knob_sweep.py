@@ -105,3 +105,23 @@ def test_every_timed_row_gets_its_ratio_to_its_base_whatever_the_order(ks: Any) 
     assert rows[2]["ratio"] == 1.0 and "ratio" not in rows[1]
     assert rows[3]["error"] == "timed out" and "ms" not in rows[3]
     assert rows[4]["ms"] == 1.0 and "ratio" not in rows[4]
+
+
+def test_estimate_error_sets_the_sweeps_host_ratios_beside_the_current_estimate(
+    ks: Any, tmp_path: Path
+) -> None:
+    ee = load_experiment("estimate_error")
+    log = tmp_path / "trials.jsonl"
+    write_log(log, [({"tile_rows": 4, "unroll_pool1": True, "jam_pool1": 4, "strip": 0}, "ok", 1.0)])
+    made = ks.variants(CONFIG, [log], "tile_rows", [2, 4, 8], 1)
+    estimates = {r["value"]: r["estimate_ms"] for r in made["rows"]}
+    rows = [{**r, "ratio": ratio} for r, ratio in zip(made["rows"], (1.5, 1.0, 0.5))]
+    sweep = {"config": str(CONFIG), "logs": [str(log)], "knob": "tile_rows", "values": [2, 4, 8], "bases": 1}
+    pairs = ee.pairs({**sweep, "rows": rows})
+    assert [(p["value"], p["host"]) for p in pairs] == [(2, 1.5), (8, 0.5)]
+    for p in pairs:
+        assert p["estimate"] == pytest.approx(estimates[p["value"]] / estimates[4])
+        apart = min(abs(p["host"] - 1), abs(p["estimate"] - 1)) > ee.MISORDER
+        assert p["misordered"] == (apart and (p["host"] > 1) != (p["estimate"] > 1))
+    with pytest.raises(SystemExit, match="the logs give other variants than the sweep's"):
+        ee.pairs({**sweep, "rows": rows[::-1]})
