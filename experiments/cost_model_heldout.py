@@ -14,7 +14,7 @@ the code that computes them), so a rerun after a change to the features or the m
 seconds. A trial whose trace no longer replays is counted as skipped.
 
 Per log and per model variant (``VARIANTS``: ``before``, the model and its features as they were at
-commit :data:`BEFORE_REVISION` (``features.py`` and ``features_estimate.py`` of that commit, read
+commit :data:`BEFORE_REVISION` (``features.py`` and its estimate modules of that commit, read
 with ``git show``, featurise the same lowered programs); ``after``, the current model on the
 current features; others for ablation):
 
@@ -161,7 +161,7 @@ def _feature_source_hash() -> str:
     """A hash of what a trial's features depend on: the lowering code (:func:`_source_hash`) and
     the feature modules, not the model's."""
     h = hashlib.sha256(_source_hash(False).encode())
-    for name in ("features", "features_estimate", "cost_model_train"):
+    for name in ("features", "features_estimate", "features_roofline", "cost_model_train"):
         h.update((REPO / "autotune" / "search" / f"{name}.py").read_bytes())
     return h.hexdigest()[:16]
 
@@ -178,20 +178,26 @@ def _lowered(path: Path, setup: ct.RunSetup, records: list[Any], cache: Path) ->
     return out
 
 
+FEATURE_MODULES = ("features_estimate", "features_roofline", "features")
+"""The modules of :mod:`autotune.search` that compute features, each after those it imports."""
+
+
 def _features_at(revision: str) -> Callable[..., dict[str, float]]:
-    """:func:`autotune.search.features.features` as it was at ``revision``: its module and
-    ``features_estimate`` read with ``git show`` and loaded next to the current ones, under other
-    names (the rest of autotune is the current code)."""
+    """:func:`autotune.search.features.features` as it was at ``revision``: its module and the
+    estimate modules it imports (those of :data:`FEATURE_MODULES` that the revision has), read with
+    ``git show`` and loaded next to the current ones, under other names (the rest of autotune is the
+    current code)."""
     loaded: dict[str, Any] = {}
-    for name in ("features_estimate", "features"):
-        source = subprocess.run(
-            ["git", "-C", str(REPO), "show", f"{revision}:autotune/search/{name}.py"],
-            capture_output=True, text=True, check=True,
-        ).stdout  # fmt: skip
+    sources: dict[str, str] = {}
+    for name in FEATURE_MODULES:
+        path = f"{revision}:autotune/search/{name}.py"
+        shown = subprocess.run(["git", "-C", str(REPO), "show", path], capture_output=True, text=True)
+        if shown.returncode == 0:
+            sources[name] = shown.stdout
+    for name, source in sources.items():
         module_name = f"autotune.search._{name}_at_{revision[:12]}"
-        source = source.replace(
-            "from .features_estimate import", f"from ._features_estimate_at_{revision[:12]} import"
-        )
+        for other in sources:
+            source = source.replace(f"from .{other} import", f"from ._{other}_at_{revision[:12]} import")
         module = types.ModuleType(module_name)
         module.__package__ = "autotune.search"
         sys.modules[module_name] = module  # dataclasses look their module up there

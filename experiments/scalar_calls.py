@@ -3,10 +3,10 @@
     .venv/bin/python experiments/scalar_calls.py [--elements 65536] [--repeats 200] [--output DIR]
 
 Times, on this host, a loop that stores ``f(a[i])`` for each intrinsic of
-:data:`autotune.search.features_estimate.SCALAR_CALLS`, and one that stores ``a[i] * 1.5 + 0.5``,
+:data:`autotune.search.features_roofline.SCALAR_CALLS`, and one that stores ``a[i] * 1.5 + 0.5``,
 compiled with the kernels' fast-math flags (:data:`autotune.codegen.source.FASTMATH_FLAGS`); prints
 the best time per element of each, in ns and in cycles at the estimate's
-:data:`~autotune.search.features_estimate.CYCLES_PER_NS`, and writes ``DIR/scalar_calls.md`` and
+:data:`~autotune.search.features_roofline.CYCLES_PER_NS`, and writes ``DIR/scalar_calls.md`` and
 ``.json`` (``DIR`` defaults to ``results``).
 """
 
@@ -29,7 +29,7 @@ from sample_efficiency import host_line
 from thread_scaling import write_results
 
 from autotune.codegen.source import FASTMATH_FLAGS
-from autotune.search.features_estimate import CYCLES_PER_NS, SCALAR_CALLS
+from autotune.search.features_roofline import CYCLES_PER_NS, SCALAR_CALLS
 from autotune.search.records import machine
 
 FUNCTIONS: dict[str, Callable[[float], float]] = {"exp": math.exp, "log": math.log, "tanh": math.tanh}

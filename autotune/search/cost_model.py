@@ -18,7 +18,7 @@ Models are registered by name, so the YAML says ``cost_model: xgboost`` (or
     model.predict(X_new)            # ms once fitted on a run's trials; NaN until ready
 
 - ``"xgboost"`` (:class:`XGBoostModel`): log latency = a line of the roofline estimate (feature
-  ``log2_estimate_ns``, :func:`~autotune.search.features_estimate.roofline`) + boosted trees on
+  ``log2_estimate_ns``, :func:`~autotune.search.features_roofline.roofline`) + boosted trees on
   the features for what the estimate misses (:class:`Settings`). The line's slope is fitted with
   a prior of 16 trials' worth at slope 1 and its intercept is the median, so a few trials timed
   far off (a busy machine) pull it little; the trees (100 of depth 2, eta 0.1, pseudo-Huber loss,

@@ -21,7 +21,7 @@ touches between two uses of the same element); its bytes are charged to the firs
 innermost loop's trip count with the target's lanes for the stored dtype.
 
 The run time estimated from the store statements, the bytes per level and the target's lanes and
-cores (:func:`~autotune.search.features_estimate.roofline`): ``log2_estimate_ns`` and its compute
+cores (:func:`~autotune.search.features_roofline.roofline`): ``log2_estimate_ns`` and its compute
 and memory parts, the share of operations in statements that vectorise and of cycles bound by an
 accumulator's chain of updates. ``ops_ratio``: operations against those of the unscheduled
 function (``original``; 1 without it): what recomputed halos and padding add.
@@ -30,7 +30,7 @@ function (``original``; 1 without it): what recomputed halos and padding add.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from math import prod
 
@@ -38,9 +38,10 @@ from .. import ir
 from ..analysis import Interval, eval_interval, sum_form
 from ..memory import MemoryPlan
 from ..memory.lowering import in_registers
-from .features_estimate import SCALAR_CALLS, Access, Loop, Operation, Statement, memory_levels, roofline
+from .features_estimate import Access, Loop, memory_levels, operands
 from .features_estimate import probability as _probability
 from .features_estimate import trip as _trip
+from .features_roofline import SCALAR_CALLS, Operation, Statement, roofline
 from .target import Target
 
 __all__ = ["FEATURE_NAMES", "L1_BYTES", "L2_BYTES", "L3_BYTES", "feature_vector", "features"]
@@ -66,7 +67,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     "log2_bytes_l1", "log2_bytes_l2", "log2_bytes_l3", "log2_bytes_mem", "log2_reuse_distance",
     "vector_lanes_used", "log2_parallel_extent", "parallel_frac", "log2_unrolled_work",
     "inner_reduction_frac",
-    # the roofline estimate (features_estimate.roofline) and the work against the unscheduled function
+    # the roofline estimate (features_roofline.roofline) and the work against the unscheduled function
     "log2_estimate_ns", "log2_compute_ns", "log2_memory_ns", "vector_op_frac", "latency_bound_frac",
     "ops_ratio",
 )  # fmt: skip
@@ -172,7 +173,7 @@ class _Walk:
             exprs: frozenset[ir.Expr] = frozenset()
             shared = True
             fuse = ir.is_float(node.dtype) and isinstance(node, (ir.Add, ir.Sub)) and not condition
-            for child in _children(node):
+            for child in operands(node):
                 into = fuse and isinstance(child, ir.Mul) and ir.is_float(child.dtype)
                 fuse = fuse and not into  # one multiply per add
                 inner = condition or (isinstance(node, ir.Select) and child is node.cond)
@@ -205,22 +206,8 @@ def _index_info(indices: tuple[ir.Expr, ...]) -> tuple[frozenset[ir.Var], bool]:
             stack.extend(node.indices)
         else:
             has_mod = has_mod or isinstance(node, ir.FloorMod)
-            stack.extend(_children(node))
+            stack.extend(operands(node))
     return frozenset(names), has_mod
-
-
-def _children(e: ir.Expr) -> Iterator[ir.Expr]:
-    if isinstance(e, ir.BinaryOp):
-        yield e.a
-        yield e.b
-    elif isinstance(e, ir.Select):
-        yield from (e.cond, e.true_value, e.false_value)
-    elif isinstance(e, ir.Call):
-        yield from e.args
-    elif isinstance(e, ir.Cast):
-        yield e.value
-    elif isinstance(e, ir.Not):
-        yield e.a
 
 
 def _log2(x: float) -> float:

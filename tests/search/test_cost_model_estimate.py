@@ -10,11 +10,10 @@ from autotune import ir
 from autotune.memory import Pool
 from autotune.memory.lowering import empty_plan
 from autotune.search.features import FEATURE_NAMES, features
-from autotune.search.features_estimate import (
+from autotune.search.features_estimate import Access, Loop, slides
+from autotune.search.features_roofline import (
     CYCLES_PER_NS,
     SCALAR_CALLS,
-    Access,
-    Loop,
     Nests,
     Operation,
     Statement,
@@ -22,8 +21,7 @@ from autotune.search.features_estimate import (
     iterating,
     loop_bodies,
     roofline,
-    slides,
-)  # fmt: skip
+)
 from autotune.search.target import Target
 
 TARGET = Target("test", cores=2, vector_bits=512, vector_registers=32)  # 16 float32 lanes
