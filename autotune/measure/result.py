@@ -11,8 +11,9 @@ from ..errors import MeasureError
 __all__ = ["STATUSES", "TIMED_STATUSES", "MeasureResult"]
 
 STATUSES = ("ok", "cutoff", "wrong", "crashed", "timeout", "error")
-"""``ok``: correct and timed; ``cutoff``: correct, and the fastest of its first few timed runs
-was slower than the task's ``cutoff_ms``, so it was timed no further (its figures are those runs;
+"""``ok``: correct and timed; ``cutoff``: correct, and the fastest of its first few timed runs (or its
+checking run alone, long and well over) was slower than the task's ``cutoff_ms``, so it was timed no
+further (its figures are those runs;
 the reason in ``error``;
 never ``ok``, so never a best); ``wrong``: differs from the reference (not timed);
 ``crashed``: the worker process died (exit code in ``error``); ``timeout``: it

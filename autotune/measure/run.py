@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,7 +22,16 @@ from ..memory import MemoryPlan
 from ..workloads.arrays import aligned_full
 from .check import compare
 from .result import MeasureResult
-from .timing import ENOUGH_S, MIN_SAMPLE_S, check_optional_positive, cpu_lock, time_candidate, timing_section
+from .timing import (
+    CHECK_RUN_OVER,
+    ENOUGH_S,
+    MIN_SAMPLE_S,
+    check_optional_positive,
+    cpu_lock,
+    over_at_once,
+    time_candidate,
+    timing_section,
+)
 
 __all__ = ["Reference", "empty_outputs", "measure", "reference_outputs"]
 
@@ -81,8 +91,10 @@ def measure(
     with the reason; outputs that differ from the reference give ``wrong`` (not
     timed); otherwise ``ok`` with the median, min and IQR of ``repeats`` runs
     after ``warmup``. With ``check=False`` the reference is not consulted.
-    With ``cutoff_ms``, a kernel whose first timed run is slower than it is timed that once and
-    gets status ``cutoff`` (it has been checked all the same). With ``retime_noise``, an ``ok``
+    With ``cutoff_ms``, a kernel whose first timed runs are slower than it is timed no further and
+    gets status ``cutoff`` (it has been checked all the same); one whose checking run alone shows
+    it over (:func:`~autotune.measure.timing.over_at_once`) gets it with that run as its one
+    timing, and is neither warmed up nor timed. With ``retime_noise``, an ``ok``
     timing whose :func:`~autotune.measure.timing.noise` exceeds it, or whose threads waited for
     a CPU more than :data:`~autotune.measure.timing.CONTENDED` of the time, is timed again at
     once, under the same locks (:func:`~autotune.measure.timing.time_candidate`), and the result,
@@ -106,6 +118,13 @@ def measure(
         prepared = _prepare(func_lowered, workload_or_reference, inputs, plan, check, cache_dir)
     if isinstance(prepared, MeasureResult):
         return prepared
+    if over_at_once(prepared.first_ms, cutoff_ms, enough_s):
+        reason = (
+            f"its checking run took {prepared.first_ms:.4g} ms, over {CHECK_RUN_OVER:g} times the cutoff "
+            f"{cutoff_ms:g} ms; not timed"
+        )
+        once = (prepared.max_abs_err, prepared.first_ms, prepared.first_ms, 0.0, 1)
+        return MeasureResult("cutoff", *once, error=reason, **prepared.fields)
     run = _runner(prepared.kernel, prepared.args)
     threads = _threads() if prepared.kernel.parallel else 1
     with timing_section(prepared.kernel.parallel, lock_timing):
@@ -131,12 +150,13 @@ def _threads() -> int:
 
 @dataclass(frozen=True)
 class _Prepared:
-    """A built, compiled and checked kernel, ready to time."""
+    """A built, compiled and checked kernel, ready to time, and how long its checking run took."""
 
     kernel: Kernel
     args: tuple[np.ndarray, ...]
     max_abs_err: float | None
     fields: dict[str, Any]
+    first_ms: float
 
 
 def _prepare(
@@ -162,13 +182,15 @@ def _prepare(
     except CodegenError as exc:
         return _error(exc, workspace_bytes=kernel.workspace_bytes)
     fields: dict[str, Any] = {"compile_s": compile_s, "workspace_bytes": kernel.workspace_bytes}
+    start = time.perf_counter_ns()
     kernel(*args)
+    first_ms = (time.perf_counter_ns() - start) / 1e6
     err: float | None = None
     if check:
         ok, err = compare(outputs, reference_outputs(workload_or_reference, inputs))
         if not ok:
             return MeasureResult("wrong", max_abs_err=err, **fields)
-    return _Prepared(kernel, args, err, fields)
+    return _Prepared(kernel, args, err, fields, first_ms)
 
 
 def _runner(kernel: Kernel, args: tuple[np.ndarray, ...]) -> Callable[[], None]:

@@ -72,7 +72,9 @@ class MeasureTask:
     reference as always; then, after the warm-up, the fastest of its first
     :data:`~autotune.measure.timing.CUTOFF_RUNS` timed runs is compared with ``cutoff_ms``: if
     even that run took longer, timing stops there and the result has status ``cutoff``, with those
-    runs as its figures and the reason in ``error``. A
+    runs as its figures and the reason in ``error``; a checking run that shows the candidate over by
+    itself (:func:`~autotune.measure.timing.over_at_once`: seconds long, at least twice the cutoff)
+    is its one timing, without warm-up. A
     ``cutoff`` result is never ``ok``: it is never re-measured at the end of a run nor chosen as
     the best. A search sets it to a few times the best median measured so far (a candidate slower
     than that is not worth its repeats); :func:`remeasure_tasks` ignores it.

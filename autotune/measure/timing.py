@@ -65,6 +65,7 @@ from ..errors import MeasureError
 
 __all__ = [
     "CONTENDED",
+    "CHECK_RUN_OVER",
     "CUTOFF_RUNS",
     "ENOUGH_S",
     "LockMode",
@@ -78,6 +79,7 @@ __all__ = [
     "cpu_lock_path",
     "lock_path",
     "noise",
+    "over_at_once",
     "run_delay_ns",
     "summarise",
     "time_candidate",
@@ -201,6 +203,23 @@ ENOUGH_S = 2.0
 see past the scheduler's interruptions, which a run of seconds averages over by itself; a kernel of
 seconds a run (an unscheduled chain: the default schedule that a run's end re-times in every
 round beside its best) is then timed in three runs, not ``repeats``, and warmed up once."""
+
+
+CHECK_RUN_OVER = 2.0
+"""A kernel's checking run (its first call, made before the warm-up) that lasts longer than this many
+times the cutoff and at least a third of :data:`ENOUGH_S` stops the candidate without a timed run
+(:func:`over_at_once`). A run of a third of a second or more averages over the scheduler's
+interruptions, as the warm-up rule assumes, and the factor covers the other worker's compile, which
+the checking run may share the cores with: a parallel kernel's two threads then share one core."""
+
+
+def over_at_once(run_ms: float, cutoff_ms: float | None, enough_s: float | None) -> bool:
+    """Whether one run of ``run_ms`` shows by itself that its kernel is over ``cutoff_ms``: longer
+    than :data:`CHECK_RUN_OVER` times the cutoff and than a third of ``enough_s`` (None: never, as no
+    run is long enough to stand for the timing)."""
+    if cutoff_ms is None or enough_s is None:
+        return False
+    return run_ms > CHECK_RUN_OVER * cutoff_ms and run_ms >= enough_s * 1000.0 / 3.0
 
 
 MIN_SAMPLE_S = 0.01

@@ -36,9 +36,10 @@ __all__ = [
 ]  # fmt: skip
 
 TRIAL_STATUSES = ("ok", "cutoff", "infeasible", "invalid", "wrong", "timeout", "crashed", "error")
-"""``ok``: correct and timed; ``cutoff``: correct, but the fastest of its first timed runs was over the
-measurement's ``cutoff_ms`` (:class:`~autotune.measure.task.MeasureTask`), so it was timed no
-further (its times are those runs'; never ``ok``, so never re-measured or the best);
+"""``ok``: correct and timed; ``cutoff``: correct, but the fastest of its first timed runs (or its
+checking run, long and well over) was over the measurement's ``cutoff_ms``
+(:class:`~autotune.measure.task.MeasureTask`), so it was timed no further (its times are those
+runs'; never ``ok``, so never re-measured or the best);
 ``infeasible``: does not fit the memory pools (not
 measured); ``invalid``: the knobs give no schedule (a ScheduleError); ``wrong``:
 differs from the reference; ``timeout``/``crashed``: the worker hung or died;

@@ -37,9 +37,10 @@ the killed run stopped.
 Early stop: once a trial is ``ok``, each measurement gets ``cutoff_ms`` = :data:`CUTOFF_FACTOR`
 times the best median so far, but at least :data:`CUTOFF_FLOOR_MS`
 (:class:`~autotune.measure.task.MeasureTask`): a candidate whose first
-:data:`~autotune.measure.timing.CUTOFF_RUNS` timed runs are all slower stops there and is logged
-``cutoff`` with those runs' times (it uses the
-budget, is never the best, and its time still trains the cost model and the strategy).
+:data:`~autotune.measure.timing.CUTOFF_RUNS` timed runs are all slower (or whose checking run
+alone is seconds long and at least twice it) stops there and is logged ``cutoff`` with those runs'
+times (it uses the budget, is never the best, and its time still trains the cost model and the
+strategy).
 
 Knobs applied once keep their trace key, and a candidate lowered (by the strategy's scorer or by a
 round) keeps its figures by that key until it is logged (:class:`~autotune.search.prepared.Prepared`):

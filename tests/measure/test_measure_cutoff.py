@@ -1,5 +1,6 @@
 """Cheaper, steadier timings: a cutoff stops a slow candidate after its first timed runs (checked
-all the same; judged on the fastest of them), and a noisy timing is timed once more, keeping the steadier of the two.
+all the same; judged on the fastest of them), or at its checking run when that run alone is long and
+well over, and a noisy timing is timed once more, keeping the steadier of the two.
 
 Runs are made slow or fast with ``time.sleep`` (a lower bound on a run's time) and no-ops, so
 the outcomes do not depend on how busy the machine is; nothing asserts how long anything takes.
@@ -17,7 +18,15 @@ from measure_funcs import N, axpy, axpy_reference
 from autotune.errors import MeasureError
 from autotune.measure import measure
 from autotune.measure.task import MeasureTask
-from autotune.measure.timing import CUTOFF_RUNS, MAX_BATCH, noise, time_candidate, time_runs
+from autotune.measure.timing import (
+    CHECK_RUN_OVER,
+    CUTOFF_RUNS,
+    MAX_BATCH,
+    noise,
+    over_at_once,
+    time_candidate,
+    time_runs,
+)
 
 SLOW_S = 0.02  # a run that sleeps this long takes at least 20 ms
 
@@ -154,6 +163,28 @@ def test_a_kernel_over_the_cutoff_is_checked_timed_in_its_first_runs_and_not_ok(
         f"fastest of the first {CUTOFF_RUNS} timed runs {result.min_ms:.4g} ms over the cutoff 1e-09 ms"
     )
     assert not result.retimed
+
+
+def test_one_run_stands_for_the_timing_only_when_long_and_well_over_the_cutoff() -> None:
+    assert CHECK_RUN_OVER == 2.0
+    assert over_at_once(700.0, cutoff_ms=300.0, enough_s=2.0)  # over 2 x 300 ms and a third of 2 s
+    assert not over_at_once(700.0, cutoff_ms=400.0, enough_s=2.0)  # under twice the cutoff
+    assert not over_at_once(600.0, cutoff_ms=1.0, enough_s=2.0)  # too short to average the scheduler
+    assert not over_at_once(1e9, cutoff_ms=None, enough_s=2.0)
+    assert not over_at_once(1e9, cutoff_ms=1.0, enough_s=None)  # exact counts asked: always timed
+
+
+@pytest.mark.slow
+def test_a_checking_run_well_over_the_cutoff_is_the_kernels_one_timing() -> None:
+    """With ``enough_s`` so short that any run stands for a timing, the checking run decides."""
+    result = measure(axpy(), axpy_reference, _inputs(), warmup=1, repeats=5, cutoff_ms=1e-9, enough_s=1e-9)
+    assert result.status == "cutoff" and result.max_abs_err == 0.0  # checked all the same
+    assert result.repeats == 1 and result.median_ms == result.min_ms > 0 and result.iqr_ms == 0.0
+    assert result.error == (
+        f"its checking run took {result.median_ms:.4g} ms, over 2 times the cutoff 1e-09 ms; not timed"
+    )
+    wrong = measure(axpy(offset=1.5), axpy_reference, _inputs(), cutoff_ms=1e-9, enough_s=1e-9)
+    assert wrong.status == "wrong"  # the checking run's verdict comes first
 
 
 @pytest.mark.slow
