@@ -38,7 +38,7 @@ from .. import ir
 from ..analysis import Interval, eval_interval, sum_form
 from ..memory import MemoryPlan
 from ..memory.lowering import in_registers
-from .features_estimate import Access, Loop, memory_levels, operands
+from .features_estimate import Access, Chunks, Loop, memory_levels, operands
 from .features_estimate import probability as _probability
 from .features_estimate import trip as _trip
 from .features_roofline import SCALAR_CALLS, Operation, Statement, roofline
@@ -94,6 +94,8 @@ class _Walk:
     registers: set[ir.Var] = field(default_factory=set)
     statements: list[Statement] = field(default_factory=list)
     slp: bool = False  # the code here is compiled with LLVM's SLP vectoriser (autotune.vectorizer)
+    cores: int = 1  # the threads a parallel loop's iterations are shared among
+    chunks: Chunks = field(default_factory=Chunks)
 
     def access(
         self, node: ir.BufferStore | ir.BufferLoad, loops: tuple[Loop, ...], iters: float, guard: bool
@@ -105,18 +107,24 @@ class _Walk:
         self.accesses.append(a)
         return a
 
-    def stmt(self, s: ir.Stmt, loops: tuple[Loop, ...], prob: float, guard: bool) -> bool:
-        """Walk ``s``; return whether it holds a loop (so the loop around it is not innermost)."""
+    def stmt(
+        self, s: ir.Stmt, loops: tuple[Loop, ...], prob: float, guard: bool, busy: tuple[float, ...] = ()
+    ) -> bool:
+        """Walk ``s``; return whether it holds a loop (so the loop around it is not innermost).
+        ``busy``: below a parallel loop, the executions of ``s`` per run on each of its
+        :class:`~autotune.search.features_estimate.Chunks`."""
         if isinstance(s, ir.For):
-            return self.loop(s, loops, prob)
+            return self.loop(s, loops, prob, busy)
         if isinstance(s, ir.SeqStmt):
-            has = [self.stmt(c, loops, prob, guard) for c in s.seq]
+            has = [self.stmt(c, loops, prob, guard, busy) for c in s.seq]
             return any(has)
         if isinstance(s, ir.IfThenElse):
             p = _probability(s.condition, self.bounds)
-            inner = self.stmt(s.then_case, loops, prob * p, True)
+            ps = self.chunks.probabilities(s.condition, busy)
+            inner = self.stmt(s.then_case, loops, prob * p, True, tuple(b * q for b, q in zip(busy, ps)))
             if s.else_case is not None:
-                inner = self.stmt(s.else_case, loops, prob * (1.0 - p), True) or inner
+                rest = tuple(b * (1.0 - q) for b, q in zip(busy, ps))
+                inner = self.stmt(s.else_case, loops, prob * (1.0 - p), True, rest) or inner
             if loops and not inner:
                 self.inner_guards += 1
             return inner
@@ -125,7 +133,8 @@ class _Walk:
             store = self.access(s, loops, iters, guard)
             operations, loads = self.value(s.value, loops, iters, guard, s.buffer.data)
             depth = self.alloc_depth.get(s.buffer.data, 0)
-            self.statements.append(Statement(store, tuple(loads), tuple(operations), self.slp, depth))
+            busiest = max(busy) if busy else None
+            self.statements.append(Statement(store, tuple(loads), tuple(operations), self.slp, depth, busiest))
             return False
         if isinstance(s, ir.Allocate):
             if in_registers(s):  # register tiles and accumulators are not memory
@@ -133,23 +142,27 @@ class _Walk:
             else:
                 self.allocs.append(s)
             self.alloc_depth[s.data] = len(loops)
-            return self.stmt(s.body, loops, prob, guard)
+            return self.stmt(s.body, loops, prob, guard, busy)
         if isinstance(s, (ir.DeclBuffer, ir.Block)):
-            return self.stmt(s.body, loops, prob, guard)
+            return self.stmt(s.body, loops, prob, guard, busy)
         return False  # Evaluate: nothing to count
 
-    def loop(self, s: ir.For, loops: tuple[Loop, ...], prob: float) -> bool:
+    def loop(self, s: ir.For, loops: tuple[Loop, ...], prob: float, busy: tuple[float, ...]) -> bool:
         if not loops:
             self.nests += 1
         self.kinds[s.kind] = self.kinds.get(s.kind, 0) + 1
         self.max_depth = max(self.max_depth, len(loops) + 1)
         trip, const = _trip(s, self.bounds)
+        if busy:
+            busy = self.chunks.loop(s, busy)
+        elif s.kind == ir.ForKind.PARALLEL:  # the outermost parallel loop: numba runs the others serially
+            busy = self.chunks.enter(s, self.bounds, self.cores, prob * prod(lp.trip for lp in loops))
         lo = eval_interval(s.min, self.bounds).lo
         hi = eval_interval(ir.Add(s.min, s.extent), self.bounds).hi
         self.bounds[s.loop_var] = Interval(lo, None if hi is None else hi - 1)
         outer, mode = self.slp, ir.ann_get(s.annotations, ir.VECTORIZER_ATTR)
         self.slp = outer if mode is None else mode == "slp"
-        self.stmt(s.body, (*loops, Loop(s.loop_var, s.kind, trip, const)), prob, False)
+        self.stmt(s.body, (*loops, Loop(s.loop_var, s.kind, trip, const)), prob, False, busy)
         self.slp = outer
         return True
 
@@ -299,7 +312,8 @@ def features(
     their allocations. ``target`` gives the cache sizes and the vector width (without it, or
     where it records 0: :data:`L1_BYTES`, :data:`L2_BYTES`, :data:`L3_BYTES`, :data:`VECTOR_BITS`).
     """
-    walk = _Walk(slp=ir.ann_get(lowered_func.attrs, ir.VECTORIZER_ATTR) == "slp")
+    cores = (target and target.cores) or 1
+    walk = _Walk(slp=ir.ann_get(lowered_func.attrs, ir.VECTORIZER_ATTR) == "slp", cores=cores)
     walk.stmt(lowered_func.body, (), 1.0, False)
     params = {p.data for p in lowered_func.params}
     inter = {a.data for a in walk.allocs}
@@ -365,7 +379,7 @@ def features(
     bits = (target and target.vector_bits) or VECTOR_BITS
     values.update(_work(stores, bits))
     served = memory_levels(acc, caches, registers=True)[0][1:]
-    values.update(roofline(walk.statements, served, max(bits // 32, 1), (target and target.cores) or 1))
+    values.update(roofline(walk.statements, served, max(bits // 32, 1), cores))
     written = _ops(original) if original is not None else 0.0
     values["ops_ratio"] = walk.ops / written if written else 1.0
     return {name: float(values[name]) for name in FEATURE_NAMES}

@@ -1,7 +1,8 @@
 """Estimates for :mod:`autotune.search.features`.
 
 Over loop variables taken as uniform in their ranges: a loop's mean trip count (:func:`trip`), an
-expression's mean (:func:`mean`), how often a guard holds (:func:`probability`). The loads and
+expression's mean (:func:`mean`), how often a guard holds (:func:`probability`), and the same with
+a parallel loop's variable in the iterations that one core runs (:class:`Chunks`). The loads and
 stores of a lowered program (:class:`Access`, in the loops around it, :class:`Loop`) and the bytes
 that each cache level serves them (:func:`memory_levels`); the roofline estimate built on them is
 :mod:`autotune.search.features_roofline`.
@@ -25,7 +26,8 @@ from .. import ir
 from ..analysis import Interval, Linear, eval_interval, sum_form
 
 __all__ = [
-    "Access", "Loop", "mean", "memory_levels", "operands", "probability", "slides", "stride", "trip",
+    "Access", "Chunks", "Loop", "mean", "memory_levels", "operands", "probability", "slides", "stride",
+    "trip",
 ]  # fmt: skip
 
 
@@ -78,6 +80,51 @@ def probability(cond: ir.Expr, bounds: dict[ir.Var, Interval]) -> float:
         ir.NE: n - (1 if diff.lo <= 0 <= diff.hi else 0),
     }.get(type(cond), n)
     return min(max(count / n, 0.0), 1.0)
+
+
+class Chunks:
+    """The iterations of a parallel loop that one core runs, and what the code below it executes
+    there. Numba gives each of the ``cores`` threads a contiguous chunk of the loop's iterations;
+    the chunks here are the first ``ceil(trip / cores)`` and the rest of the last one. A guard or a
+    trip count below that depends on the loop's variable (a split of the rows into as many parts as
+    cores whose last part is a shorter tail) makes the chunks unequal, and the busiest core sets
+    the loop's time. One instance follows one loop nest's walk: :meth:`enter` at its outermost
+    parallel loop, :meth:`loop` at every loop below it and :meth:`probabilities` at every guard;
+    the executions per chunk travel down the walk as a tuple (``busy``), as the probability does."""
+
+    def __init__(self) -> None:
+        self.bounds: list[dict[ir.Var, Interval]] = []
+
+    def enter(
+        self, s: ir.For, bounds: dict[ir.Var, Interval], cores: int, outer: float
+    ) -> tuple[float, ...]:
+        """The executions of ``s``'s body per chunk (``outer``: of ``s`` itself per run), or ``()``
+        when its trip is not a known count of at least one iteration."""
+        count, lo = ir.as_int(s.extent), eval_interval(s.min, bounds).lo
+        if count is None or count < 1 or lo is None:
+            return ()
+        first = math.ceil(count / max(cores, 1))
+        last = count - (math.ceil(count / first) - 1) * first
+        self.bounds = [
+            {**bounds, s.loop_var: Interval(lo, lo + first - 1)},
+            {**bounds, s.loop_var: Interval(lo + count - last, lo + count - 1)},
+        ]
+        return (outer * first, outer * last)
+
+    def loop(self, s: ir.For, busy: tuple[float, ...]) -> tuple[float, ...]:
+        """``busy`` times the trip of ``s`` in each chunk, whose bounds now hold its variable."""
+        out = []
+        for bounds, b in zip(self.bounds, busy):
+            count, _ = trip(s, bounds)
+            lo = eval_interval(s.min, bounds).lo
+            hi = eval_interval(ir.Add(s.min, s.extent), bounds).hi
+            bounds[s.loop_var] = Interval(lo, None if hi is None else hi - 1)
+            out.append(b * count)
+        return tuple(out)
+
+    def probabilities(self, cond: ir.Expr, busy: tuple[float, ...]) -> tuple[float, ...]:
+        """How often ``cond`` holds in each chunk (nothing when ``busy`` is empty)."""
+        return tuple(probability(cond, bounds) for bounds, _ in zip(self.bounds, busy))
 
 
 @dataclass(frozen=True)

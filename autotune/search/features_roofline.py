@@ -94,13 +94,16 @@ class Statement:
     """A store, the loads of its value and the arithmetic instructions of its value (a multiply that
     feeds a float add is fused into it); ``slp``: compiled with LLVM's SLP vectoriser instead of its
     loop vectoriser (``autotune.vectorizer``); ``depth``: how many of the store's loops are outside
-    the allocation of the buffer it stores to."""
+    the allocation of the buffer it stores to; ``busiest``: below a parallel loop, its executions on
+    the core that runs the most of them (:class:`~autotune.search.features_estimate.Chunks`), else
+    None."""
 
     store: Access
     loads: tuple[Access, ...]
     operations: tuple[Operation, ...]
     slp: bool = False
     depth: int = 0
+    busiest: float | None = None
 
     @property
     def ops(self) -> float:
@@ -293,7 +296,7 @@ def roofline(
     statements: Sequence[Statement], level_bytes: Sequence[float], lanes: int, cores: int
 ) -> dict[str, float]:
     """The estimated run time (ns) of a program: per statement its cycles (:func:`statement_cycles`)
-    times its executions, over the cores its parallel loops spread it on; or, when longer, the bytes
+    times its executions, or below a parallel loop those of the busiest core; or, when longer, the bytes
     that L2, L3 and memory serve (``level_bytes``) over their bandwidth, on the cores that the
     parallel share of the work uses. Also the share of operations that vectorise and of cycles that
     are latency-bound."""
@@ -303,12 +306,9 @@ def roofline(
         cycles, vectorised, bound = statement_cycles(s, lanes, nests)
         total = cycles * s.store.iters
         all_cycles += total
-        extent = prod(lp.trip for lp in s.store.loops if lp.kind == ir.ForKind.PARALLEL)
-        spread = 1.0
-        if any(lp.kind == ir.ForKind.PARALLEL for lp in s.store.loops) and extent >= 1:
-            spread = extent / math.ceil(extent / max(cores, 1))
+        if s.busiest is not None:
             parallel_cycles += total
-        compute += total / spread
+        compute += total if s.busiest is None else cycles * s.busiest
         ops += s.ops * s.store.iters
         vector_ops += s.ops * s.store.iters * vectorised
         latency_bound += total * bound

@@ -165,6 +165,25 @@ def test_a_parallel_loop_divides_by_the_cores_it_fills() -> None:
         assert compute_cycles(loop(I, extent, update, "parallel")) == pytest.approx(serial / speedup)
 
 
+def test_a_parallel_loop_waits_for_the_core_that_runs_the_most() -> None:
+    """Rows split into as many parts as cores, then tiles of 8: the last part's tail tile is cut by a
+    guard, so the first core runs 32 rows and the second 24 (``row < rows``)."""
+    P, T, R = ir.Var("p"), ir.Var("t"), ir.Var("r")
+    row = P * 32 + T * 8 + R
+
+    def split(rows: int, kind: str) -> ir.Stmt:
+        store = ir.IfThenElse(row < rows, ir.BufferStore(A, B[R] + 1.0, (row,)))
+        return loop(P, 2, loop(T, 4, loop(R, 8, store, "unrolled")), kind)
+
+    for rows, busiest in ((56, 32), (64, 32), (40, 32), (33, 32), (32, 32)):
+        serial = compute_cycles(split(rows, "serial"))
+        assert compute_cycles(split(rows, "parallel")) == pytest.approx(serial * busiest / rows)
+    # a trip count that depends on the part: ``for r in range(8 - 4 * p)``, 32 rows then 16
+    inner = loop(T, 4, ir.For(R, ir.const(0), 8 - P * 4, "serial", ir.BufferStore(A, B[R], (R,))))
+    ragged = compute_cycles(loop(P, 2, inner, "serial"))
+    assert compute_cycles(loop(P, 2, inner, "parallel")) == pytest.approx(ragged * 32 / 48)
+
+
 def test_memory_time_and_the_parallel_share() -> None:
     none = roofline([], [75.0, 25.0, 20.0], lanes=16, cores=2)
     assert none["log2_memory_ns"] == pytest.approx(math.log2(1.0 + 3.0))  # one ns per level
