@@ -132,8 +132,7 @@ class _Walk:
             iters = prob * prod(lp.trip for lp in loops)
             store = self.access(s, loops, iters, guard)
             operations, loads = self.value(s.value, loops, iters, guard, s.buffer.data)
-            depth = self.alloc_depth.get(s.buffer.data, 0)
-            busiest = max(busy) if busy else None
+            depth, busiest = self.alloc_depth.get(s.buffer.data, 0), max(busy) if busy else None
             self.statements.append(Statement(store, tuple(loads), tuple(operations), self.slp, depth, busiest))
             return False
         if isinstance(s, ir.Allocate):
