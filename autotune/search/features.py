@@ -133,7 +133,8 @@ class _Walk:
             store = self.access(s, loops, iters, guard)
             operations, loads = self.value(s.value, loops, iters, guard, s.buffer.data)
             depth, busiest = self.alloc_depth.get(s.buffer.data, 0), max(busy) if busy else None
-            self.statements.append(Statement(store, tuple(loads), tuple(operations), self.slp, depth, busiest))
+            statement = Statement(store, tuple(loads), tuple(operations), self.slp, depth, busiest)
+            self.statements.append(statement)
             return False
         if isinstance(s, ir.Allocate):
             if in_registers(s):  # register tiles and accumulators are not memory
