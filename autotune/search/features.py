@@ -13,12 +13,13 @@ the tree, no compile)::
     x = features(lowered.func, lowered.plan, original=workload.func)
     x["halo_max"]        # 1.5: the intermediate is computed 1.5 times over
 
-Bytes per cache level: each access's reuse distance is the footprint (bytes) of one iteration of
-the innermost loop around it that does not index it or slides a window over it (the data the nest
-touches between two uses of the same element); its bytes are charged to the first cache level of
-``target`` that holds that distance, or, when no loop carries reuse, that holds its whole buffer
-(where repeated runs leave it; memory when none does). Vector lanes used compare a vectorised
-innermost loop's trip count with the target's lanes for the stored dtype.
+Bytes per cache level (:func:`~autotune.search.features_estimate.memory_levels`): each loop around
+an access reuses the elements that more than one of its iterations touch, at the distance of the
+bytes the nest touches in one iteration, and each cache level of ``target`` serves the share of
+those reuses that its size holds of that distance; the elements a run touches first come from the
+first level that holds the whole buffer (where repeated runs leave it; memory when none does).
+Vector lanes used compare a vectorised innermost loop's trip count with the target's lanes for the
+stored dtype.
 
 The run time estimated from the store statements, the bytes per level and the target's lanes and
 cores (:func:`~autotune.search.features_roofline.roofline`): ``log2_estimate_ns`` and its compute

@@ -7,11 +7,12 @@ stores of a lowered program (:class:`Access`, in the loops around it, :class:`Lo
 that each cache level serves them (:func:`memory_levels`); the roofline estimate built on them is
 :mod:`autotune.search.features_roofline`.
 
-Which level serves an access: the first that holds its reuse distance, the bytes the nest touches
-between two uses of one element. A loop carries reuse when it does not index the access, or when
-it slides a window over it (:func:`slides`: ``a[y + r]``, the next ``y`` reads what ``r`` read).
-An access that no loop reuses reads its buffer where repeated runs leave it: in the first level
-that holds the whole buffer.
+Which level serves an access (:func:`memory_levels`): each loop around it reuses the elements that
+more than one of its iterations touch (it does not index the access, slides a window over it -
+``a[y + r]``, the next ``y`` reads what ``r`` read - or wraps it round a rolling buffer), at the
+distance of the bytes that one iteration touches, and the caches serve those reuses by how much of
+that distance they hold; the elements a run touches first come from the first level that holds the
+whole buffer, where repeated runs leave it.
 """
 
 from __future__ import annotations
@@ -26,8 +27,7 @@ from .. import ir
 from ..analysis import Interval, Linear, eval_interval, sum_form
 
 __all__ = [
-    "Access", "Chunks", "Loop", "mean", "memory_levels", "operands", "probability", "slides", "stride",
-    "trip",
+    "Access", "Chunks", "Loop", "mean", "memory_levels", "operands", "probability", "stride", "trip",
 ]  # fmt: skip
 
 
@@ -185,71 +185,6 @@ def _vars(e: ir.Expr) -> set[ir.Var]:
     return set(ir.collect(e, ir.Var))
 
 
-@lru_cache(maxsize=4096)  # a nest asks it of each index for each loop around it
-def _window_form(e: ir.Expr, var: ir.Var) -> Linear | None:
-    """The affine sum in which ``var`` moves index ``e``: ``e``'s own, or that of the numerator of a
-    ``% m`` or ``// m`` term of it (a rolling buffer's row); None when ``var`` is not found there."""
-    form = sum_form(e)
-    if form is None or form.coeff(var):
-        return form
-    inner = (t.a for t in form.terms if isinstance(t, (ir.FloorMod, ir.FloorDiv)) and var in _vars(t.a))
-    numerator = next(inner, None)
-    return None if numerator is None else _window_form(numerator, var)
-
-
-def slides(a: Access, i: int) -> bool:
-    """Whether a step of loop ``i``, which indexes ``a``, moves it by a whole number of steps of the
-    loops inside ``i`` that move it along the same sum, and no further than they reach together
-    (``a[y + r]`` with ``r`` inside ``y``: a window that slides): the next step of ``i`` reads
-    again some of what this one read."""
-    var = a.loops[i].var
-    for index in a.indices:
-        form = _window_form(index, var)
-        if form is None or not form.coeff(var):
-            continue
-        step = abs(form.coeff(var))
-        reach: dict[int, float] = {}
-        for lp in a.loops[i + 1 :]:
-            k = abs(form.coeff(lp.var))
-            if k:
-                reach[k] = reach.get(k, 0.0) + max(lp.trip - 1.0, 0.0)
-        return any(step % k == 0 and step // k <= r for k, r in reach.items())
-    return False
-
-
-def _reuse_distance(a: Access, nest: Sequence[Access], registers: bool) -> float | None:
-    """Bytes touched by one iteration of the innermost loop around ``a`` that does not index it or
-    slides a window over it (:func:`slides`; None: no loop reuses it). A loop nest's accesses under
-    that loop each touch the product of the trips of their deeper loops that index them, and a
-    buffer's accesses together at most its size: a rolling buffer's rows indexed modulo its extent,
-    or overlapping windows, touch the same bytes again (without that bound, a rolling buffer of three
-    rows reused along the whole image counted as megabytes apart). ``registers``: unrolled loops
-    reuse in registers, not in a cache, and register tiles touch no cache."""
-    carrier = next(
-        (
-            i
-            for i in range(len(a.loops) - 1, -1, -1)
-            if (a.loops[i].var not in a.index_vars or slides(a, i))
-            and not (registers and a.loops[i].kind == ir.ForKind.UNROLLED)
-        ),
-        None,
-    )
-    if carrier is None:
-        return None
-    var = a.loops[carrier].var
-    touched: dict[ir.Var, float] = {}
-    size: dict[ir.Var, float] = {}
-    for b in nest:
-        if len(b.loops) > carrier and b.loops[carrier].var is var and not (registers and b.register):
-            inner = b.loops[carrier + 1 :]
-            data = b.buffer.data
-            touched[data] = touched.get(data, 0.0) + prod(
-                lp.trip for lp in inner if lp.var in b.index_vars
-            ) * ir.dtype_bytes(b.buffer.dtype)
-            size[data] = _buffer_bytes(b.buffer)
-    return sum(min(t, size[data]) for data, t in touched.items())
-
-
 def _buffer_bytes(buf: ir.Buffer) -> float:
     """The bytes of ``buf`` (infinite when a dimension is not a constant)."""
     try:
@@ -258,31 +193,139 @@ def _buffer_bytes(buf: ir.Buffer) -> float:
         return math.inf
 
 
+@lru_cache(maxsize=4096)  # the accesses of a nest share their indices; both memory walks ask
+def _form(e: ir.Expr) -> Linear | None:
+    return sum_form(e)
+
+
+class _Range:
+    """The distinct values of an integer sum as its loops are added, innermost first: a step that is a
+    multiple of a range's unit and lands within it or next to it extends that range (``x*64 + rw*64``
+    over 3 and 3 steps: 5 values; ``c + x*64`` over 64 and 3: 192), another starts a range of its
+    own, which multiplies. A ``% m`` term (a rolling buffer's row) is a range over its numerator with
+    at most ``m`` values; a ``// d`` term one over its numerator with at most its count over ``d``,
+    plus one; another term that is not affine takes every combination of its loops' steps."""
+
+    def __init__(self, e: ir.Expr) -> None:
+        form = _form(e)
+        self.coeffs: dict[ir.Var, int] = {}
+        self.ranges: list[list[float]] = []  # [unit, values]
+        self.terms: list[tuple[_Range, ir.Expr]] = []  # a numerator's range, its % or // term
+        self.others: list[set[ir.Var]] = []  # the variables of a term that is neither
+        self.combinations = 1.0
+        if form is None:
+            self.others.append(_vars(e))
+            return
+        for term, k in form.coeffs:
+            if isinstance(term, ir.Var):
+                self.coeffs[term] = self.coeffs.get(term, 0) + abs(k)
+            elif isinstance(term, (ir.FloorMod, ir.FloorDiv)) and (ir.as_int(term.b) or 0) > 0:
+                self.terms.append((_Range(term.a), term))
+            else:
+                self.others.append(_vars(term))
+
+    def add(self, var: ir.Var, steps: float) -> None:
+        if steps <= 1.0:
+            return
+        k = self.coeffs.get(var, 0)
+        if k:
+            unit = next((r for r in self.ranges if k % r[0] == 0 and k // r[0] <= r[1]), None)
+            if unit is None:
+                self.ranges.append([float(k), steps])
+            else:
+                unit[1] += (steps - 1.0) * (k // unit[0])
+        for inner, _ in self.terms:
+            inner.add(var, steps)
+        self.combinations *= steps ** sum(var in names for names in self.others)
+
+    def values(self) -> float:
+        count = prod(r[1] for r in self.ranges) * self.combinations
+        for inner, term in self.terms:
+            n, d = inner.values(), float(ir.as_int(term.b) or 1)  # type: ignore[attr-defined]
+            count *= min(n, d) if isinstance(term, ir.FloorMod) else min(n, n / d + 1.0)
+        return count
+
+
+def _distinct(a: Access) -> list[float]:
+    """Per loop level ``i`` of ``a`` (and one past the innermost: 1), the elements that one execution
+    of its loops from ``i`` inward touches (:class:`_Range` per index, at most the buffer's)."""
+    ranges = [_Range(e) for e in a.indices]
+    elements = _buffer_bytes(a.buffer) / ir.dtype_bytes(a.buffer.dtype)
+    out = [1.0]
+    for lp in reversed(a.loops):
+        for r in ranges:
+            r.add(lp.var, lp.trip)
+        out.append(min(prod(r.values() for r in ranges), elements))
+    return out[::-1]
+
+
+def _place(a: Access) -> tuple[int, tuple[ir.Expr, ...], int]:
+    """An access's buffer, indices and innermost loop: a load and a store of one statement that
+    share it touch one element."""
+    return id(a.buffer.data), a.indices, id(a.loops[-1].var) if a.loops else 0
+
+
 def memory_levels(
     acc: Sequence[Access], caches: tuple[int, int, int], registers: bool = False
 ) -> tuple[list[float], float]:
-    """Bytes served by L1, L2, L3 and memory, and the mean log2 reuse distance (weighted by bytes);
-    an access without reuse is served by the first level that holds its whole buffer. ``registers``:
-    register tiles are left out, and an access repeated by unrolled loops that do not index it is
-    loaded once (its copies share a register)."""
+    """Bytes served by L1, L2, L3 and memory, and the mean log2 reuse distance (weighted by bytes).
+
+    Per access and loop level ``i``: of the elements that one execution of loop ``i`` touches, those
+    that more than one of its iterations touch (:func:`_distinct`: the trip times the elements of
+    one iteration, less those of the whole loop) are reused at the distance of one iteration of
+    ``i``, the bytes the nest's accesses under it touch in one iteration (per buffer at most its
+    size): a cache of ``size`` bytes serves the share ``size / distance`` of them (all when it holds
+    the distance; what is left goes to the next level, and memory serves the rest). The elements
+    that one run touches first are served by the first level that holds the whole buffer (where
+    repeated runs leave it), but the first cache for a store to the element its statement has just
+    loaded.
+    ``registers``: register tiles are left out, and reuse between the copies of an unrolled loop is
+    in registers (copies that share a value share a register)."""
     nests: dict[int, list[Access]] = {}
     for a in acc:
         nests.setdefault(id(a.loops[0].var) if a.loops else 0, []).append(a)
+    distinct = {id(a): _distinct(a) for a in acc if not (registers and a.register)}
+    loaded = {_place(a) for a in acc if not a.store}
+    footprints: dict[tuple[int, int], float] = {}
+
+    def footprint(nest: list[Access], i: int, var: ir.Var) -> float:
+        """The bytes that one iteration of loop ``i`` (of variable ``var``) touches."""
+        touched: dict[ir.Var, float] = {}
+        size: dict[ir.Var, float] = {}
+        for b in nest:
+            if len(b.loops) > i and b.loops[i].var is var and id(b) in distinct:
+                data, width = b.buffer.data, ir.dtype_bytes(b.buffer.dtype)
+                touched[data] = touched.get(data, 0.0) + distinct[id(b)][i + 1] * width
+                size[data] = _buffer_bytes(b.buffer)
+        return sum(min(t, size[data]) for data, t in touched.items())
+
     levels = [0.0, 0.0, 0.0, 0.0]
     log_dist = weight = 0.0
     for a in acc:
-        if registers and a.register:
+        if id(a) not in distinct:
             continue
-        nbytes = a.iters * ir.dtype_bytes(a.buffer.dtype)
-        if registers:
-            nbytes /= prod(
-                lp.trip for lp in a.loops if lp.kind == ir.ForKind.UNROLLED and lp.var not in a.index_vars
-            )
-        dist = _reuse_distance(a, nests[id(a.loops[0].var) if a.loops else 0], registers)
-        held = _buffer_bytes(a.buffer) if dist is None else dist  # no reuse here: where the data sits
-        level = next((i for i, c in enumerate(caches) if held <= c), 3)
-        levels[level] += nbytes
-        if dist is not None:
-            log_dist += nbytes * math.log2(1.0 + max(dist, 0.0))
-            weight += nbytes
+        width, u = ir.dtype_bytes(a.buffer.dtype), distinct[id(a)]
+        key = id(a.loops[0].var) if a.loops else 0
+        steps = prod(lp.trip for lp in a.loops)
+        runs = a.iters / steps if steps else 0.0
+        executions = runs  # of loop i's header, per run of the program
+        for i, lp in enumerate(a.loops):
+            reused = executions * max(lp.trip * u[i + 1] - u[i], 0.0) * width
+            executions *= lp.trip
+            if reused <= 0.0 or (registers and lp.kind == ir.ForKind.UNROLLED):
+                continue
+            if (i, id(lp.var)) not in footprints:
+                footprints[i, id(lp.var)] = footprint(nests[key], i, lp.var)
+            dist = footprints[i, id(lp.var)]
+            held = 0.0  # the share of the reuses that a cache of each size still holds
+            for c, size in enumerate(caches):
+                share = min(1.0, size / dist) if dist > 0 else 1.0
+                levels[c] += reused * (share - held)
+                held = share
+            levels[3] += reused * (1.0 - held)
+            log_dist += reused * math.log2(1.0 + dist)
+            weight += reused
+        first = runs * u[0] * width  # an update's store: where its statement has just loaded, in L1
+        held = _buffer_bytes(a.buffer) if not (a.store and _place(a) in loaded) else 0.0
+        levels[next((c for c, size in enumerate(caches) if held <= size), 3)] += first
     return levels, log_dist / weight if weight else 0.0

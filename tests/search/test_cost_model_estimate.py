@@ -10,7 +10,7 @@ from autotune import ir
 from autotune.memory import Pool
 from autotune.memory.lowering import empty_plan
 from autotune.search.features import FEATURE_NAMES, features
-from autotune.search.features_estimate import Access, Loop, slides
+from autotune.search.features_estimate import Access, Loop, _distinct
 from autotune.search.features_roofline import (
     CYCLES_PER_NS,
     SCALAR_CALLS,
@@ -202,8 +202,13 @@ def test_a_rolling_buffer_reused_along_the_image_stays_in_the_first_cache() -> N
     x = features(ir.Func("f", (R, W), body), PLAN, target=TARGET)
     assert x["log2_bytes_l2"] == x["log2_bytes_l3"] == x["log2_bytes_mem"] == 0.0
     assert x["log2_bytes_l1"] == pytest.approx(math.log2(1.0 + 3 * 8 * 512 * 1024 * 4))
-    # R's reuse: 12 KiB + 4 KiB; W's (carried by y): a row of R and W, 8 KiB
-    assert x["log2_reuse_distance"] == pytest.approx((math.log2(1.0 + 16384) + 2 * math.log2(1.0 + 8192)) / 3)
+    # reuse across y: one y touches a row of R and W (8 KiB); R's 3 rows, of its 512 x 1024 reads
+    # per t, are read first in t, W's 1 row of its 512; across t (R's 12 KiB and W, 16 KiB): the
+    # rest of R's 3 rows and W's row, 7 of 8 times. The update's store and load share their first touch.
+    across_y = 8 * (512 * 1024 - 3 * 1024) + 2 * 8 * (512 * 1024 - 1024)
+    across_t = 7 * 3 * 1024 + 2 * 7 * 1024
+    distance = (across_y * math.log2(1.0 + 8192) + across_t * math.log2(1.0 + 16384)) / (across_y + across_t)
+    assert x["log2_reuse_distance"] == pytest.approx(distance)
 
 
 def test_the_estimate_is_the_longer_of_compute_and_memory() -> None:
@@ -229,36 +234,44 @@ def window_nest(step: int) -> tuple[ir.Func, ir.Buffer]:
 def test_a_window_sliding_by_a_row_is_read_again_from_the_first_cache() -> None:
     # every loop indexes D, but y moves it by one row, which r (3 rows) reaches: the next y reads
     # two of this y's rows again. Between uses: one y's 3 rows of D (3 KiB) and a row of S (1 KiB).
+    # The 66 rows of D and 64 of S (66 and 64 KiB) are read first where repeated runs leave them,
+    # in the L2 (2 MiB); the update's store follows its load
     func, _ = window_nest(1)
     x = features(func, PLAN, target=TARGET)
-    assert x["log2_bytes_l2"] == x["log2_bytes_l3"] == x["log2_bytes_mem"] == 0.0
+    assert x["log2_bytes_l3"] == x["log2_bytes_mem"] == 0.0
+    assert x["log2_bytes_l2"] == pytest.approx(math.log2(1.0 + (66 + 64) * 256 * 4))
+    reads = 3 * 64 * 256 * 3 * 4  # D, S's load and S's store, 4 bytes, 64 x 256 x 3 times each
+    assert x["log2_bytes_l1"] == pytest.approx(math.log2(1.0 + reads - (66 + 64) * 256 * 4))
 
 
 def test_a_read_that_no_loop_reuses_comes_from_the_cache_that_holds_its_buffer() -> None:
     # y moves D by 4 rows, further than r reaches: no reuse. D (258 rows, 258 KiB) fits the L2 of
-    # 2 MiB, where repeated runs leave it, not memory; S is reused by r in the first cache
+    # 2 MiB, where repeated runs leave it, not memory; S (64 KiB) too, read first there and reused
+    # by r in the first cache
     func, D = window_nest(4)
     x = features(func, PLAN, target=TARGET)
     assert x["log2_bytes_mem"] == x["log2_bytes_l3"] == 0.0
-    assert x["log2_bytes_l2"] == pytest.approx(math.log2(1.0 + 64 * 256 * 3 * 4))
+    assert x["log2_bytes_l2"] == pytest.approx(math.log2(1.0 + (64 * 256 * 3 + 64 * 256) * 4))
     assert D.nbytes > (48 << 10)
 
 
-def test_slides_finds_windows_in_plain_and_rolling_indices() -> None:
+def test_distinct_elements_count_a_sliding_window_and_a_rolling_row_once() -> None:
     Y, R, X = ir.Var("y"), ir.Var("r"), ir.Var("x")
     loops = (Loop(Y, "serial", 64.0, True), Loop(R, "serial", 3.0, True), Loop(X, "serial", 256.0, True))
 
-    def access(index: ir.Expr) -> Access:
+    def rows(index: ir.Expr) -> list[float]:
+        """Rows of 256 that the loops from y, from r and from x touch, then one element."""
         buf = ir.decl_buffer("W", (1 << 16,))
         names = frozenset(v for v in (Y, R, X) if v in ir.collect(index, ir.Var))
-        return Access(buf, (index,), loops, 1.0, False, False, names, False)
+        out = _distinct(Access(buf, (index,), loops, 1.0, False, False, names, False))
+        return [n / 256 for n in out[:3]] + [out[3]]
 
-    assert slides(access((Y + R) * 256 + X), 0)  # a row further: r reaches it
-    assert slides(access((Y * 2 + R) * 256 + X), 0)  # two rows further: r reaches 2
-    assert not slides(access((Y * 3 + R) * 256 + X), 0)  # three rows: beyond r's reach
-    assert slides(access(((Y + R) % 4) * 256 + X), 0)  # a rolling buffer's row
-    assert not slides(access(Y * 256 + X), 0)  # nothing inside y moves along its rows
-    assert not slides(access((Y + R) * 256 + X), 2)  # x: nothing inside it
+    assert rows((Y + R) * 256 + X) == [66, 3, 1, 1]  # each y a row further: 64 + 2 rows
+    assert rows((Y * 2 + R) * 256 + X) == [129, 3, 1, 1]  # two rows further: r reaches 2
+    assert rows((Y * 4 + R) * 256 + X) == [192, 3, 1, 1]  # four rows: beyond r's reach, 3 per y
+    assert rows(((Y + R) % 4) * 256 + X) == [4, 3, 1, 1]  # a rolling buffer's 4 rows
+    assert rows(Y * 256 + X) == [64, 1, 1, 1]  # r does not move it
+    assert rows(X * 64 + R) == [3, 3, 1, 1]  # 3 of every 64 elements, 256 times: 768
 
 
 def statement(store: Access, loads: tuple[Access, ...], ops: int = 0) -> Statement:
