@@ -157,11 +157,15 @@ def _source_hash(mine: bool) -> str:
     return h.hexdigest()[:16]
 
 
+FEATURE_MODULES = ("features_estimate", "features_roofline", "features_walk", "features")
+"""The modules of :mod:`autotune.search` that compute features, each after those it imports."""
+
+
 def _feature_source_hash() -> str:
     """A hash of what a trial's features depend on: the lowering code (:func:`_source_hash`) and
     the feature modules, not the model's."""
     h = hashlib.sha256(_source_hash(False).encode())
-    for name in ("features", "features_estimate", "features_roofline", "cost_model_train"):
+    for name in (*FEATURE_MODULES, "cost_model_train"):
         h.update((REPO / "autotune" / "search" / f"{name}.py").read_bytes())
     return h.hexdigest()[:16]
 
@@ -176,10 +180,6 @@ def _lowered(path: Path, setup: ct.RunSetup, records: list[Any], cache: Path) ->
     out = {r.trial: ct.lower_trial(setup, r.trace) for r in records}
     file.write_bytes(pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL))
     return out
-
-
-FEATURE_MODULES = ("features_estimate", "features_roofline", "features")
-"""The modules of :mod:`autotune.search` that compute features, each after those it imports."""
 
 
 def _features_at(revision: str) -> Callable[..., dict[str, float]]:

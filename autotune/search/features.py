@@ -32,17 +32,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from math import prod
 
 from .. import ir
-from ..analysis import Interval, eval_interval, sum_form
+from ..analysis import sum_form
 from ..memory import MemoryPlan
-from ..memory.lowering import in_registers
-from .features_estimate import Access, Chunks, Loop, memory_levels, operands
-from .features_estimate import probability as _probability
-from .features_estimate import trip as _trip
-from .features_roofline import SCALAR_CALLS, Operation, Statement, roofline
+from .features_estimate import Access, memory_levels
+from .features_roofline import roofline
+from .features_walk import Walk, index_info
 from .target import Target
 
 __all__ = ["FEATURE_NAMES", "L1_BYTES", "L2_BYTES", "L3_BYTES", "feature_vector", "features"]
@@ -76,154 +73,6 @@ L3_BYTES = 32 << 20
 """Cache sizes used when the target does not know its own (0 in :class:`~autotune.search.target.Target`)."""
 VECTOR_BITS = 256
 
-_OPS = (ir.Add, ir.Sub, ir.Mul, ir.Div, ir.FloorDiv, ir.FloorMod, ir.Min, ir.Max, ir.Select, ir.Call)
-
-
-@dataclass
-class _Walk:
-    """Mutable state of one walk; the results are read by :func:`features`."""
-
-    bounds: dict[ir.Var, Interval] = field(default_factory=dict)
-    accesses: list[Access] = field(default_factory=list)
-    ops: float = 0.0
-    kinds: dict[str, int] = field(default_factory=dict)
-    max_depth: int = 0
-    nests: int = 0
-    inner_guards: int = 0
-    allocs: list[ir.Allocate] = field(default_factory=list)
-    alloc_depth: dict[ir.Var, int] = field(default_factory=dict)
-    registers: set[ir.Var] = field(default_factory=set)
-    statements: list[Statement] = field(default_factory=list)
-    slp: bool = False  # the code here is compiled with LLVM's SLP vectoriser (autotune.vectorizer)
-    cores: int = 1  # the threads a parallel loop's iterations are shared among
-    chunks: Chunks = field(default_factory=Chunks)
-
-    def access(
-        self, node: ir.BufferStore | ir.BufferLoad, loops: tuple[Loop, ...], iters: float, guard: bool
-    ) -> Access:
-        names, has_mod = _index_info(node.indices)
-        store = isinstance(node, ir.BufferStore)
-        reg = node.buffer.data in self.registers
-        a = Access(node.buffer, node.indices, loops, iters, store, guard, names, has_mod, reg)
-        self.accesses.append(a)
-        return a
-
-    def stmt(
-        self, s: ir.Stmt, loops: tuple[Loop, ...], prob: float, guard: bool, busy: tuple[float, ...] = ()
-    ) -> bool:
-        """Walk ``s``; return whether it holds a loop (so the loop around it is not innermost).
-        ``busy``: below a parallel loop, the executions of ``s`` per run on each of its
-        :class:`~autotune.search.features_estimate.Chunks`."""
-        if isinstance(s, ir.For):
-            return self.loop(s, loops, prob, busy)
-        if isinstance(s, ir.SeqStmt):
-            has = [self.stmt(c, loops, prob, guard, busy) for c in s.seq]
-            return any(has)
-        if isinstance(s, ir.IfThenElse):
-            p = _probability(s.condition, self.bounds)
-            ps = self.chunks.probabilities(s.condition, busy)
-            inner = self.stmt(s.then_case, loops, prob * p, True, tuple(b * q for b, q in zip(busy, ps)))
-            if s.else_case is not None:
-                rest = tuple(b * (1.0 - q) for b, q in zip(busy, ps))
-                inner = self.stmt(s.else_case, loops, prob * (1.0 - p), True, rest) or inner
-            if loops and not inner:
-                self.inner_guards += 1
-            return inner
-        if isinstance(s, ir.BufferStore):
-            iters = prob * prod(lp.trip for lp in loops)
-            store = self.access(s, loops, iters, guard)
-            operations, loads = self.value(s.value, loops, iters, guard, s.buffer.data)
-            depth, busiest = self.alloc_depth.get(s.buffer.data, 0), max(busy) if busy else None
-            statement = Statement(store, tuple(loads), tuple(operations), self.slp, depth, busiest)
-            self.statements.append(statement)
-            return False
-        if isinstance(s, ir.Allocate):
-            if in_registers(s):  # register tiles and accumulators are not memory
-                self.registers.add(s.data)
-            else:
-                self.allocs.append(s)
-            self.alloc_depth[s.data] = len(loops)
-            return self.stmt(s.body, loops, prob, guard, busy)
-        if isinstance(s, (ir.DeclBuffer, ir.Block)):
-            return self.stmt(s.body, loops, prob, guard, busy)
-        return False  # Evaluate: nothing to count
-
-    def loop(self, s: ir.For, loops: tuple[Loop, ...], prob: float, busy: tuple[float, ...]) -> bool:
-        if not loops:
-            self.nests += 1
-        self.kinds[s.kind] = self.kinds.get(s.kind, 0) + 1
-        self.max_depth = max(self.max_depth, len(loops) + 1)
-        trip, const = _trip(s, self.bounds)
-        if busy:
-            busy = self.chunks.loop(s, busy)
-        elif s.kind == ir.ForKind.PARALLEL:  # the outermost parallel loop: numba runs the others serially
-            busy = self.chunks.enter(s, self.bounds, self.cores, prob * prod(lp.trip for lp in loops))
-        lo = eval_interval(s.min, self.bounds).lo
-        hi = eval_interval(ir.Add(s.min, s.extent), self.bounds).hi
-        self.bounds[s.loop_var] = Interval(lo, None if hi is None else hi - 1)
-        outer, mode = self.slp, ir.ann_get(s.annotations, ir.VECTORIZER_ATTR)
-        self.slp = outer if mode is None else mode == "slp"
-        self.stmt(s.body, (*loops, Loop(s.loop_var, s.kind, trip, const)), prob, False, busy)
-        self.slp = outer
-        return True
-
-    def value(
-        self, e: ir.Expr, loops: tuple[Loop, ...], iters: float, guard: bool, stored: ir.Var
-    ) -> tuple[list[Operation], list[Access]]:
-        """Count the flop-ish operations and the loads of a value stored to buffer ``stored`` (not its
-        index math); return the instructions of one execution but those of a select's condition
-        (loop indices compared: hoisted, or one mask) and the multiplies fused into an add, and the
-        loads."""
-        operations: list[Operation] = []
-        loads: list[Access] = []
-        count = 0
-
-        def visit(node: ir.Expr, condition: bool, fused: bool) -> tuple[frozenset[ir.Expr], bool]:
-            """The integer expressions ``node``'s value depends on, and whether it is shared."""
-            nonlocal count
-            if isinstance(node, ir.BufferLoad):
-                loads.append(self.access(node, loops, iters, guard))
-                return frozenset(node.indices), node.buffer.data is not stored
-            exprs: frozenset[ir.Expr] = frozenset()
-            shared = True
-            fuse = ir.is_float(node.dtype) and isinstance(node, (ir.Add, ir.Sub)) and not condition
-            for child in operands(node):
-                into = fuse and isinstance(child, ir.Mul) and ir.is_float(child.dtype)
-                fuse = fuse and not into  # one multiply per add
-                inner = condition or (isinstance(node, ir.Select) and child is node.cond)
-                child_exprs, child_shared = visit(child, inner, into)
-                exprs, shared = exprs | child_exprs, shared and child_shared
-            if not ir.is_float(node.dtype) and node.dtype != ir.BOOL:
-                exprs = frozenset((node,))  # integer math: told apart by its own value
-            if isinstance(node, _OPS):
-                count += 1
-                if not condition and not fused:
-                    call = node.op if isinstance(node, ir.Call) and node.op in SCALAR_CALLS else ""
-                    operations.append(Operation(exprs, shared, call))
-            return exprs, shared
-
-        visit(e, False, False)
-        self.ops += count * iters
-        return operations, loads
-
-
-def _index_info(indices: tuple[ir.Expr, ...]) -> tuple[frozenset[ir.Var], bool]:
-    """The variables of some index expressions, and whether they use ``%``."""
-    names: set[ir.Var] = set()
-    has_mod = False
-    stack = list(indices)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ir.Var):
-            names.add(node)
-        elif isinstance(node, ir.BufferLoad):
-            stack.extend(node.indices)
-        else:
-            has_mod = has_mod or isinstance(node, ir.FloorMod)
-            stack.extend(operands(node))
-    return frozenset(names), has_mod
-
-
 def _log2(x: float) -> float:
     return math.log2(1.0 + max(x, 0.0))
 
@@ -241,7 +90,7 @@ def _contiguous(a: Access) -> float:
     if form is None:
         return 0.0
     inner = a.loops[-1].var
-    if any(t is not inner and inner in _index_info((t,))[0] for t in form.terms):
+    if any(t is not inner and inner in index_info((t,))[0] for t in form.terms):
         return 0.0
     return 1.0 if form.coeff(inner) in (0, 1) else 0.0
 
@@ -257,7 +106,7 @@ def _logical_sizes(original: ir.Func | None) -> dict[str, int]:
     return sizes
 
 
-def _halo(walk: _Walk, inter: set[ir.Var], sizes: dict[str, int]) -> list[float]:
+def _halo(walk: Walk, inter: set[ir.Var], sizes: dict[str, int]) -> list[float]:
     """Per intermediate: elements stored (reduction loops divided out) / elements of the buffer.
 
     A buffer of the unscheduled function (``sizes``) is compared with its
@@ -314,7 +163,7 @@ def features(
     where it records 0: :data:`L1_BYTES`, :data:`L2_BYTES`, :data:`L3_BYTES`, :data:`VECTOR_BITS`).
     """
     cores = (target and target.cores) or 1
-    walk = _Walk(slp=ir.ann_get(lowered_func.attrs, ir.VECTORIZER_ATTR) == "slp", cores=cores)
+    walk = Walk(slp=ir.ann_get(lowered_func.attrs, ir.VECTORIZER_ATTR) == "slp", cores=cores)
     walk.stmt(lowered_func.body, (), 1.0, False)
     params = {p.data for p in lowered_func.params}
     inter = {a.data for a in walk.allocs}
@@ -395,7 +244,7 @@ def _ops(func: ir.Func) -> float:
     known = _WRITTEN_OPS.get(id(func))
     if known is not None and known[0] is func:
         return known[1]
-    walk = _Walk()
+    walk = Walk()
     walk.stmt(func.body, (), 1.0, False)
     if len(_WRITTEN_OPS) >= 16:  # a process tunes few workloads; keep the cache small all the same
         _WRITTEN_OPS.clear()
