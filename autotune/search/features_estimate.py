@@ -198,6 +198,10 @@ def _form(e: ir.Expr) -> Linear | None:
     return sum_form(e)
 
 
+LINE_BYTES = 64
+"""The bytes of a cache line: what a cache beyond the first moves for an access."""
+
+
 class _Range:
     """The distinct values of an integer sum as its loops are added, innermost first: a step that is a
     multiple of a range's unit and lands within it or next to it extends that range (``x*64 + rw*64``
@@ -238,6 +242,17 @@ class _Range:
             inner.add(var, steps)
         self.combinations *= steps ** sum(var in names for names in self.others)
 
+    def line_share(self, width: int) -> float:
+        """Cache lines per value when the values are elements of ``width`` bytes: those of the range
+        with the smallest unit share lines (64 contiguous floats, 4 lines), those of a unit of a
+        line or more each take one, as does a lone value."""
+        if not self.ranges:
+            return 1.0
+        unit, count = min(self.ranges)
+        if unit * width >= LINE_BYTES or count <= 1.0:
+            return 1.0
+        return math.ceil(((count - 1.0) * unit + 1.0) * width / LINE_BYTES) / count
+
     def values(self) -> float:
         count = prod(r[1] for r in self.ranges) * self.combinations
         for inner, term in self.terms:
@@ -246,16 +261,21 @@ class _Range:
         return count
 
 
-def _distinct(a: Access) -> list[float]:
+def _distinct(a: Access, lines: bool = False) -> list[float]:
     """Per loop level ``i`` of ``a`` (and one past the innermost: 1), the elements that one execution
-    of its loops from ``i`` inward touches (:class:`_Range` per index, at most the buffer's)."""
+    of its loops from ``i`` inward touches (:class:`_Range` per index, at most the buffer's), or with
+    ``lines`` the cache lines they lie in (those of its last index, contiguous in memory, shared)."""
     ranges = [_Range(e) for e in a.indices]
-    elements = _buffer_bytes(a.buffer) / ir.dtype_bytes(a.buffer.dtype)
+    width = ir.dtype_bytes(a.buffer.dtype)
+    most = _buffer_bytes(a.buffer) / (LINE_BYTES if lines else width)
     out = [1.0]
     for lp in reversed(a.loops):
         for r in ranges:
             r.add(lp.var, lp.trip)
-        out.append(min(prod(r.values() for r in ranges), elements))
+        count = prod(r.values() for r in ranges)
+        if lines and ranges:
+            count *= ranges[-1].line_share(width)
+        out.append(min(count, max(most, 1.0)))
     return out[::-1]
 
 
@@ -270,32 +290,32 @@ def memory_levels(
 ) -> tuple[list[float], float]:
     """Bytes served by L1, L2, L3 and memory, and the mean log2 reuse distance (weighted by bytes).
 
-    Per access and loop level ``i``: of the elements that one execution of loop ``i`` touches, those
-    that more than one of its iterations touch (:func:`_distinct`: the trip times the elements of
-    one iteration, less those of the whole loop) are reused at the distance of one iteration of
-    ``i``, the bytes the nest's accesses under it touch in one iteration (per buffer at most its
-    size): a cache of ``size`` bytes serves the share ``size / distance`` of them (all when it holds
-    the distance; what is left goes to the next level, and memory serves the rest). The elements
-    that one run touches first are served by the first level that holds the whole buffer (where
-    repeated runs leave it), but the first cache for a store to the element its statement has just
-    loaded.
-    ``registers``: register tiles are left out, and reuse between the copies of an unrolled loop is
-    in registers (copies that share a value share a register)."""
+    Per access and loop level ``i``, in cache lines (:data:`LINE_BYTES`): of the lines that one
+    execution of loop ``i`` touches, those that more than one of its iterations touch
+    (:func:`_distinct`: the trip times the lines of one iteration, less those of the whole loop) are
+    reused at the distance of one iteration of ``i``, the bytes of the lines the nest's accesses
+    under it touch in one iteration (per buffer at most its size): a cache of ``size`` bytes serves
+    the share ``size / distance`` of them (all when it holds the distance; what is left goes to the
+    next level, and memory serves the rest). The lines that one run touches first are served by the
+    first level that holds the whole buffer (where repeated runs leave it), but the first cache for
+    a store to the element its statement has just loaded. The first cache serves an access its
+    element's bytes, the others a whole line. ``registers``: register tiles are left out, and reuse
+    between the copies of an unrolled loop is in registers (copies that share a value share one)."""
     nests: dict[int, list[Access]] = {}
     for a in acc:
         nests.setdefault(id(a.loops[0].var) if a.loops else 0, []).append(a)
-    distinct = {id(a): _distinct(a) for a in acc if not (registers and a.register)}
+    distinct = {id(a): _distinct(a, lines=True) for a in acc if not (registers and a.register)}
     loaded = {_place(a) for a in acc if not a.store}
     footprints: dict[tuple[int, int], float] = {}
 
     def footprint(nest: list[Access], i: int, var: ir.Var) -> float:
-        """The bytes that one iteration of loop ``i`` (of variable ``var``) touches."""
+        """The bytes of the lines that one iteration of loop ``i`` (of variable ``var``) touches."""
         touched: dict[ir.Var, float] = {}
         size: dict[ir.Var, float] = {}
         for b in nest:
             if len(b.loops) > i and b.loops[i].var is var and id(b) in distinct:
-                data, width = b.buffer.data, ir.dtype_bytes(b.buffer.dtype)
-                touched[data] = touched.get(data, 0.0) + distinct[id(b)][i + 1] * width
+                data = b.buffer.data
+                touched[data] = touched.get(data, 0.0) + distinct[id(b)][i + 1] * LINE_BYTES
                 size[data] = _buffer_bytes(b.buffer)
         return sum(min(t, size[data]) for data, t in touched.items())
 
@@ -305,12 +325,13 @@ def memory_levels(
         if id(a) not in distinct:
             continue
         width, u = ir.dtype_bytes(a.buffer.dtype), distinct[id(a)]
+        served = [float(width), LINE_BYTES, LINE_BYTES, LINE_BYTES]  # bytes per access at each level
         key = id(a.loops[0].var) if a.loops else 0
         steps = prod(lp.trip for lp in a.loops)
         runs = a.iters / steps if steps else 0.0
         executions = runs  # of loop i's header, per run of the program
         for i, lp in enumerate(a.loops):
-            reused = executions * max(lp.trip * u[i + 1] - u[i], 0.0) * width
+            reused = executions * max(lp.trip * u[i + 1] - u[i], 0.0)
             executions *= lp.trip
             if reused <= 0.0 or (registers and lp.kind == ir.ForKind.UNROLLED):
                 continue
@@ -320,12 +341,13 @@ def memory_levels(
             held = 0.0  # the share of the reuses that a cache of each size still holds
             for c, size in enumerate(caches):
                 share = min(1.0, size / dist) if dist > 0 else 1.0
-                levels[c] += reused * (share - held)
+                levels[c] += reused * (share - held) * served[c]
                 held = share
-            levels[3] += reused * (1.0 - held)
-            log_dist += reused * math.log2(1.0 + dist)
-            weight += reused
-        first = runs * u[0] * width  # an update's store: where its statement has just loaded, in L1
+            levels[3] += reused * (1.0 - held) * served[3]
+            log_dist += reused * width * math.log2(1.0 + dist)
+            weight += reused * width
+        first = runs * u[0]  # an update's store: where its statement has just loaded, in L1
         held = _buffer_bytes(a.buffer) if not (a.store and _place(a) in loaded) else 0.0
-        levels[next((c for c, size in enumerate(caches) if held <= size), 3)] += first
+        level = next((c for c, size in enumerate(caches) if held <= size), 3)
+        levels[level] += first * served[level]
     return levels, log_dist / weight if weight else 0.0

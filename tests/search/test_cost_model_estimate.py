@@ -202,12 +202,15 @@ def test_a_rolling_buffer_reused_along_the_image_stays_in_the_first_cache() -> N
     x = features(ir.Func("f", (R, W), body), PLAN, target=TARGET)
     assert x["log2_bytes_l2"] == x["log2_bytes_l3"] == x["log2_bytes_mem"] == 0.0
     assert x["log2_bytes_l1"] == pytest.approx(math.log2(1.0 + 3 * 8 * 512 * 1024 * 4))
-    # reuse across y: one y touches a row of R and W (8 KiB); R's 3 rows, of its 512 x 1024 reads
-    # per t, are read first in t, W's 1 row of its 512; across t (R's 12 KiB and W, 16 KiB): the
-    # rest of R's 3 rows and W's row, 7 of 8 times. The update's store and load share their first touch.
-    across_y = 8 * (512 * 1024 - 3 * 1024) + 2 * 8 * (512 * 1024 - 1024)
-    across_t = 7 * 3 * 1024 + 2 * 7 * 1024
-    distance = (across_y * math.log2(1.0 + 8192) + across_t * math.log2(1.0 + 16384)) / (across_y + across_t)
+    # in lines of 16 floats: across x, a line of R and one of W (192 bytes: W's load and store share
+    # it), 15 of every 16 reads; across y, a row of R and of W (8 KiB): of 512 rows of 64 lines per
+    # t, R's 3 rows and W's one are touched first in t; across t (R's 12 KiB and W, 16 KiB): the rest
+    # of R's 3 rows and W's row, 7 of 8 times
+    across_x = 3 * 8 * 512 * (1024 - 64)
+    across_y = 8 * (512 * 64 - 3 * 64) + 2 * 8 * (512 * 64 - 64)
+    across_t = 7 * 3 * 64 + 2 * 7 * 64
+    weights = {192: across_x, 8192: across_y, 16384: across_t}
+    distance = sum(w * math.log2(1.0 + d) for d, w in weights.items()) / sum(weights.values())
     assert x["log2_reuse_distance"] == pytest.approx(distance)
 
 
@@ -240,8 +243,10 @@ def test_a_window_sliding_by_a_row_is_read_again_from_the_first_cache() -> None:
     x = features(func, PLAN, target=TARGET)
     assert x["log2_bytes_l3"] == x["log2_bytes_mem"] == 0.0
     assert x["log2_bytes_l2"] == pytest.approx(math.log2(1.0 + (66 + 64) * 256 * 4))
-    reads = 3 * 64 * 256 * 3 * 4  # D, S's load and S's store, 4 bytes, 64 x 256 x 3 times each
-    assert x["log2_bytes_l1"] == pytest.approx(math.log2(1.0 + reads - (66 + 64) * 256 * 4))
+    # the first cache serves the other accesses 4 bytes each: D, S's load and its store, 64 x 256 x 3
+    # times each, less the first touches of the lines of D and of S's load (16 floats a line)
+    accesses = 3 * 64 * 256 * 3 - (66 + 64) * 256 // 16
+    assert x["log2_bytes_l1"] == pytest.approx(math.log2(1.0 + accesses * 4))
 
 
 def test_a_read_that_no_loop_reuses_comes_from_the_cache_that_holds_its_buffer() -> None:
