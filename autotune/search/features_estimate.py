@@ -214,7 +214,7 @@ class _Range:
         form = _form(e)
         self.coeffs: dict[ir.Var, int] = {}
         self.ranges: list[list[float]] = []  # [unit, values]
-        self.terms: list[tuple[_Range, ir.Expr]] = []  # a numerator's range, its % or // term
+        self.terms: list[tuple[_Range, int, bool]] = []  # a numerator's range, its divisor, whether %
         self.others: list[set[ir.Var]] = []  # the variables of a term that is neither
         self.combinations = 1.0
         if form is None:
@@ -224,7 +224,7 @@ class _Range:
             if isinstance(term, ir.Var):
                 self.coeffs[term] = self.coeffs.get(term, 0) + abs(k)
             elif isinstance(term, (ir.FloorMod, ir.FloorDiv)) and (ir.as_int(term.b) or 0) > 0:
-                self.terms.append((_Range(term.a), term))
+                self.terms.append((_Range(term.a), ir.as_int(term.b) or 1, isinstance(term, ir.FloorMod)))
             else:
                 self.others.append(_vars(term))
 
@@ -238,7 +238,7 @@ class _Range:
                 self.ranges.append([float(k), steps])
             else:
                 unit[1] += (steps - 1.0) * (k // unit[0])
-        for inner, _ in self.terms:
+        for inner, _, _ in self.terms:
             inner.add(var, steps)
         self.combinations *= steps ** sum(var in names for names in self.others)
 
@@ -255,9 +255,9 @@ class _Range:
 
     def values(self) -> float:
         count = prod(r[1] for r in self.ranges) * self.combinations
-        for inner, term in self.terms:
-            n, d = inner.values(), float(ir.as_int(term.b) or 1)  # type: ignore[attr-defined]
-            count *= min(n, d) if isinstance(term, ir.FloorMod) else min(n, n / d + 1.0)
+        for inner, divisor, modulo in self.terms:
+            n = inner.values()
+            count *= min(n, divisor) if modulo else min(n, n / divisor + 1.0)
         return count
 
 
