@@ -17,8 +17,8 @@ hoisted out of the loop vectoriser's loop; a :data:`SCALAR_CALLS` intrinsic is a
 register tile's element that no stepped loop indexes costs nothing. Chain: an accumulator that the
 stepped loop carries waits :data:`FMA_LATENCY` cycles per update in a register,
 :data:`FORWARD_LATENCY` in memory, shared by the accumulators that the loops inside it index (and
-the vector lanes). A parallel loop of extent ``P`` divides its statements' cycles by
-``P / ceil(P / cores)``. The bytes that L2, L3 and memory serve
+the vector lanes). Below a parallel loop a statement takes the cycles of its executions on the
+core that runs the most of them (``Statement.busiest``). The bytes that L2, L3 and memory serve
 (:func:`~autotune.search.features_estimate.memory_levels`, unrolled copies sharing a register)
 take their time at :data:`BANDWIDTH_GBS`, and the estimate is the larger of the two times (a core
 computes while its caches fetch). The constants are the DESIGN's figures for this host kind, or
@@ -155,10 +155,10 @@ def iterating(s: Statement, bodies: Mapping[ir.Var, float] | None = None) -> int
     trip count and at most :data:`FULL_UNROLL` instructions once unrolled, counted over every
     statement in it by ``bodies``, :func:`loop_bodies`; without it, over ``s`` alone); None when
     every loop is unrolled."""
-    own = loop_bodies([s])
+    table = bodies if bodies else loop_bodies([s])
     for i in range(len(s.store.loops) - 1, -1, -1):
         lp = s.store.loops[i]
-        body = (bodies or own).get(lp.var, own[lp.var])
+        body = table[lp.var] if lp.var in table else loop_bodies([s])[lp.var]
         if lp.kind != ir.ForKind.UNROLLED and not (lp.const and body * lp.trip <= FULL_UNROLL):
             return i
     return None
