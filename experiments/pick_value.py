@@ -19,8 +19,9 @@ the same rounds.
 Per place in the round (1 = the best predicted) and per share (model, random), over every run
 matched by ``--runs`` (default: ``results/sample_efficiency_runs*/*/*-s*/``):
 
-- *top 5*: the share of the trials that end among their run's 5 fastest ``ok`` schedules (by the
-  search's own medians, as the run's end picks from them, :func:`autotune.search.best.top_trials`);
+- *top k*: the share of the trials that end among their run's :data:`~autotune.search.best.TOP_K`
+  fastest ``ok`` schedules (by the search's own medians, as the run's end picks from them,
+  :func:`autotune.search.best.top_trials`);
 - *median / run's best*: the median, over the ``ok`` trials, of the trial's median latency over
   its run's fastest;
 - *cutoff*: the share stopped early as slower than a few times the best so far.
@@ -130,7 +131,7 @@ def markdown(summary: dict[str, Any], command: str) -> str:
         "at random among the candidates the model did not pick (the strategy's random proposals first in",
         "runs made with ``EPSILON_FROM_DRAWS``; see the script's docstring).",
         "",
-        "| place in the round | trials | in the run's 5 fastest | median latency / run's best | cutoff |",
+        f"| place in the round | trials | in the run's {TOP_K} fastest | median latency / run's best | cutoff |",
         "| --- | ---: | ---: | ---: | ---: |",
     ]
     for row in summary["rows"]:

@@ -22,7 +22,7 @@ from autotune.measure.result import MeasureResult
 from autotune.measure.task import MeasureTask
 from autotune.report import write_report
 from autotune.schedule import Schedule
-from autotune.search.best import REMEASURE_ROUNDS, finish
+from autotune.search.best import REMEASURE_ROUNDS, TOP_K, finish
 from autotune.search.executors import Executor
 from autotune.search.log import TrialLog
 from autotune.search.records import TrialRecord
@@ -46,6 +46,7 @@ class MadeUp(Executor):
 
     def remeasure(self, tasks: Sequence[MeasureTask], rounds: int) -> list[list[MeasureResult]]:
         self.remeasure_node = "made-up"
+        self.remeasured = len(tasks)
         results = [
             [MeasureResult("ok", 0.0, float(i + 1), float(i + 1), 0.0, repeats=1)] * rounds
             for i in range(len(tasks))
@@ -58,12 +59,12 @@ class MadeUp(Executor):
         pass
 
 
-def trial(wl: Workload, number: int, tile: int) -> TrialRecord:
+def trial(wl: Workload, number: int, tile: int, median_ms: float = 1.0) -> TrialRecord:
     """An ``ok`` trial of pool_chain with pool2's rows split by ``tile``."""
     sch = Schedule(wl.func)
     sch = sch.split(sch.get_loops("pool2")[1], [None, tile])
     return TrialRecord(
-        number, 0, (("tile_rows", tile),), "ok", median_ms=1.0, min_ms=0.9, iqr_ms=0.1,
+        number, 0, (("tile_rows", tile),), "ok", median_ms=median_ms, min_ms=0.9, iqr_ms=0.1,
         max_abs_err=0.0, peak_bytes=0, pool_bytes=(), trace=sch.trace_json(),
     )  # fmt: skip
 
@@ -86,6 +87,21 @@ def test_finish_writes_the_best_and_its_companions(run: tuple[RunConfig, Workloa
     assert (cfg.output / "best_kernel.py").stat().st_size > 0
     assert sorted(p.name for p in cfg.output.iterdir()) == ["best.json", "best_ir.txt", "best_kernel.py"]
     assert best["cost_model"] == {"kind": "none", "cross_validated": None}
+
+
+def test_the_end_times_again_the_top_k_schedules_and_picks_by_those_timings(
+    run: tuple[RunConfig, Workload],
+) -> None:
+    cfg, wl = run
+    # 11 distinct schedules, the search's fastest last; the made-up re-measure times them in the order
+    # given (fastest by the search first), the first as the fastest
+    records = [trial(wl, n, tile, median_ms=2.0 - 0.1 * n) for n, tile in enumerate(range(1, 12))]
+    executor = MadeUp()
+    result = finish(cfg, wl, records, executor)
+    assert executor.remeasured == TOP_K + 1 == 11  # the 10 fastest and the default
+    assert result.best.trial == 10
+    best = json.loads((cfg.output / "best.json").read_text(encoding="utf-8"))
+    assert [c["trial"] for c in best["remeasure"]["candidates"]] == list(range(10, 0, -1))
 
 
 def test_best_json_gives_the_rounds_of_a_default_timed_in_fewer(run: tuple[RunConfig, Workload]) -> None:
