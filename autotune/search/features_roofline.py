@@ -1,26 +1,29 @@
 """A roofline estimate of a lowered program's run time, for :mod:`autotune.search.features`.
 
-The estimate (:func:`roofline`) is made from a program's store statements
-(:class:`Statement`: a store, the loads of its value and its arithmetic instructions, a multiply
-that feeds a float add fused into it as the kernels' fast-math flags let LLVM do): per statement,
-the cycles of one execution are the larger of its issue cost and its dependence chain. The loop the
-compiled statement steps through is the innermost one that is neither unrolled by the code
-generator nor short enough for LLVM to unroll whole, counting every statement in its body
-(:func:`iterating`, :class:`Nests`). With LLVM's loop vectoriser its steps share vector lanes when
-it holds no other stepped loop and every access moves by 0 or 1 element per step; with SLP
-(``autotune.vectorizer``), an unrolled loop inside it along which the store moves by 1 does
-(:func:`vector_loop`). Issue: two arithmetic operations or loads and one store per cycle and lane,
-over the lanes, plus a loop overhead per step shared by the executions in it. The executions of
-one unrolled step that meet equal values compute (or load) them once, as LLVM's value numbering
-does (:func:`distinct_share`); a value that does not move along the lanes is made once for them, or
-hoisted out of the loop vectoriser's loop; a :data:`SCALAR_CALLS` intrinsic is a call per lane. A
-register tile's element that no stepped loop indexes costs nothing. Chain: an accumulator that the
-stepped loop carries waits :data:`FMA_LATENCY` cycles per update in a register,
-:data:`FORWARD_LATENCY` in memory, shared by the accumulators that the loops inside it index (and
-the vector lanes). Below a parallel loop a statement takes the cycles of its executions on the
-core that runs the most of them (``Statement.busiest``). The bytes that L2, L3 and memory serve
-(:func:`~autotune.search.features_estimate.memory_levels`, unrolled copies sharing a register)
-take their time at :data:`BANDWIDTH_GBS`, and the estimate is the larger of the two times (a core
+The estimate (:func:`roofline`) is made from a program's store statements (:class:`Statement`: a
+store, the loads of its value and its arithmetic instructions, a multiply that feeds a float add
+fused into it as the kernels' fast-math flags let LLVM do): per statement, the cycles of one
+execution are the larger of its issue cost and its dependence chain. The loop the compiled statement
+steps through is the innermost one that is neither unrolled by the code generator nor short enough
+for LLVM to unroll whole, counting every statement in its body (:func:`iterating`, :class:`Nests`).
+With LLVM's loop vectoriser its steps share vector lanes when it holds no other stepped loop, the
+store moves by 0 or 1 element per step and every load by a constant stride (a larger one is
+gathered: a load per lane, :func:`gathered`); with SLP (``autotune.vectorizer``), an unrolled loop
+inside it along which the store moves by 1 and every load by 0 or 1 does (:func:`vector_loop`).
+Issue: two arithmetic operations or loads and one store per cycle and lane, over the lanes, plus a
+loop overhead per step shared by the executions in it. The executions of one unrolled step that meet
+equal values compute (or load) them once, as LLVM's value numbering does (:func:`distinct_share`); a
+value that does not move along the lanes is made once for them, or hoisted out of the loop
+vectoriser's loop; a :data:`SCALAR_CALLS` intrinsic is a call per lane. A register tile's element
+that no stepped loop indexes costs nothing. Chain: an accumulator that the stepped loop carries
+waits :data:`FMA_LATENCY` cycles per update in a register, :data:`FORWARD_LATENCY` in memory, shared
+by the accumulators that the loops inside it index (and the vector lanes). Pages: a load that moves
+a page or more per step of the stepped loop, over more pages than the first-level TLB holds, waits
+:data:`TLB_MISS` cycles per page, shared by the executions of the step: the third bound, beside
+issue and chain. Below a parallel loop a statement takes the cycles of its executions on the core
+that runs the most of them (``Statement.busiest``). The bytes that L2, L3 and memory serve
+(:func:`~autotune.search.features_estimate.memory_levels`, unrolled copies sharing a register) take
+their time at :data:`BANDWIDTH_GBS`, and the estimate is the larger of the two times (a core
 computes while its caches fetch). The constants are the DESIGN's figures for this host kind, or
 measured by the experiment their docstring names; only the order of the estimates matters to the
 cost model.
@@ -41,8 +44,8 @@ from ..analysis import sum_form
 from .features_estimate import Access, Loop, operands, stride
 
 __all__ = [
-    "CYCLES_PER_NS", "SCALAR_CALLS", "Nests", "Operation", "Statement", "distinct_share", "iterating",
-    "loop_bodies", "roofline", "statement_cycles", "vector_loop",
+    "CYCLES_PER_NS", "SCALAR_CALLS", "TLB_MISS", "Nests", "Operation", "Statement", "distinct_share",
+    "gathered", "iterating", "loop_bodies", "roofline", "statement_cycles", "vector_loop",
 ]  # fmt: skip
 
 CYCLES_PER_NS = 3.0
@@ -72,6 +75,13 @@ SCALAR_CALLS = {"exp": 6.0, "log": 7.0, "tanh": 31.0}
 """Cycles of one call per lane of the intrinsics that LLVM calls once per lane (numba maps them to
 no vector math library here): the libm calls' throughput in a loop, as ``experiments/scalar_calls.py``
 measures it on an AVX-512 host, rounded."""
+PAGE_BYTES = 4096
+"""Bytes of a page: a load that moves a page or more per step touches a new one at each."""
+DTLB_ENTRIES = 64
+"""Pages the first-level data TLB holds (Intel cores since Skylake)."""
+TLB_MISS = 4.5
+"""Cycles per load that misses the first-level TLB and finds its page in the second level: about 9
+cycles each, two in flight (Intel cores since Skylake)."""
 MAX_SHARED_POINTS = 4096
 """Above this many executions in one unrolled step, :func:`distinct_share` takes every one as new."""
 
@@ -168,22 +178,52 @@ def _moves_by_one(s: Statement, var: ir.Var) -> bool:
     return all(stride(a, var) in (0, 1) and not a.guarded for a in (s.store, *s.loads))
 
 
+def _gathers(s: Statement, var: ir.Var) -> bool:
+    """Whether the loop vectoriser vectorises ``s`` along ``var`` with gathers: its store moves by 0
+    or 1 element per step and every load by a constant stride (one of more than 1 is gathered),
+    none under a guard."""
+    return (
+        stride(s.store, var) in (0, 1)
+        and all(stride(a, var) is not None for a in s.loads)
+        and not any(a.guarded for a in (s.store, *s.loads))
+    )
+
+
+def gathered(a: Access, s: Statement, vec: int | None) -> bool:
+    """Whether load ``a`` of ``s`` is a gather along the vector loop ``vec``: it moves by more than
+    one element per step (one load per lane)."""
+    if vec is None:
+        return False
+    step = stride(a, s.store.loops[vec].var)
+    return step is not None and abs(step) > 1
+
+
 def vector_loop(s: Statement, nests: Nests | None = None) -> int | None:
     """The position of the loop whose steps share vector lanes (None: the statement runs on one lane).
     Loop vectoriser: the loop the statement steps through (:func:`iterating`), when it holds no loop
-    another statement steps through (``nests.outer``: LLVM vectorises innermost loops), every access
-    moves by 0 or 1 element per step of it and none is under a guard inside it. SLP: the innermost
+    another statement steps through (``nests.outer``: LLVM vectorises innermost loops), its store
+    moves by 0 or 1 element per step of it and every load by a constant stride (:func:`_gathers`),
+    none under a guard inside it. SLP: the innermost
     unrolled loop inside that one along which the store moves by 1 and every load by 0 or 1."""
     pos = iterating(s, None if nests is None else nests.bodies)
     loops = s.store.loops
     if not s.slp:
         if pos is None or (nests is not None and loops[pos].var in nests.outer):
             return None
-        return pos if _moves_by_one(s, loops[pos].var) else None
+        return pos if _gathers(s, loops[pos].var) else None
     for i in range(len(loops) - 1, -1 if pos is None else pos, -1):
         if stride(s.store, loops[i].var) == 1 and _moves_by_one(s, loops[i].var):
             return i
     return None
+
+
+def _new_page(a: Access, lp: Loop) -> bool:
+    """Whether load ``a`` misses the first-level TLB at each step of ``lp``: it moves by a page or more
+    per step, over more pages than that TLB holds."""
+    step = stride(a, lp.var)
+    if step is None or lp.trip <= DTLB_ENTRIES:
+        return False
+    return abs(step) * ir.dtype_bytes(a.buffer.dtype) >= PAGE_BYTES
 
 
 def _in_register(a: Access, pos: int | None) -> bool:
@@ -259,7 +299,9 @@ def statement_cycles(s: Statement, lanes: int, nests: Nests | None = None) -> tu
     overhead over the executions in one of its steps) and the chain of updates of one accumulator
     that the stepped loop carries (a store that reads itself at the same place, allocated outside
     that loop, which does not index it). An operation or load counts at its :func:`distinct_share`
-    of one unrolled step; a :data:`SCALAR_CALLS` call takes its cycles per lane."""
+    of one unrolled step, a gathered one at a load per lane; a :data:`SCALAR_CALLS` call takes its
+    cycles per lane. Larger than both when so: the pages the loads step onto past the first-level
+    TLB (:data:`TLB_MISS` each), shared by the executions of one step."""
     st = s.store
     pos, vec = iterating(s, None if nests is None else nests.bodies), vector_loop(s, nests)
     width = 1.0 if vec is None else float(max(1.0, min(lanes, st.loops[vec].trip)))
@@ -269,7 +311,9 @@ def statement_cycles(s: Statement, lanes: int, nests: Nests | None = None) -> tu
     unrolled = [lp for i, lp in enumerate(st.loops[first:], first) if i != vec]
     moving = [a for a in s.loads if vec is None or stride(a, st.loops[vec].var)]  # the others: once
     memory = sum(
-        ISSUE * (1.0 if a.buffer.data is st.buffer.data else distinct_share(a.indices, unrolled))
+        ISSUE
+        * (1.0 if a.buffer.data is st.buffer.data else distinct_share(a.indices, unrolled))
+        * (width if gathered(a, s, vec) else 1.0)
         for a in moving
         if not _in_register(a, pos)
     )
@@ -278,6 +322,9 @@ def statement_cycles(s: Statement, lanes: int, nests: Nests | None = None) -> tu
     lanes_loop = None if vec is None else st.loops[vec]
     arithmetic = sum(_operation_cycles(op, unrolled, lanes_loop, vec == pos, width) for op in s.operations)
     issue = (arithmetic + memory) / width + overhead
+    pages = 0.0  # a page per step (each lane's, when the lanes are the steps), shared by its executions
+    if pos is not None:
+        pages = sum(TLB_MISS for a in s.loads if _new_page(a, st.loops[pos])) / max(per_step, 1.0)
     latency = 0.0
     accumulates = any(a.buffer.data is st.buffer.data and a.indices == st.indices for a in s.loads)
     if pos is not None and accumulates and st.loops[pos].var not in st.index_vars and s.depth <= pos:
@@ -289,7 +336,7 @@ def statement_cycles(s: Statement, lanes: int, nests: Nests | None = None) -> tu
             most = REDUCTION_INTERLEAVE if vec == pos else SCALAR_REDUCTION_INTERLEAVE
             copies = max(1.0, min(most, st.loops[pos].trip / steps))
         latency = chain / (max(chains, 1.0) * steps * copies)
-    return max(issue, latency), vec is not None, latency > issue
+    return max(issue, latency, pages), vec is not None, max(latency, pages) > issue
 
 
 def roofline(

@@ -14,6 +14,7 @@ from autotune.search.features_estimate import Access, Loop, _distinct
 from autotune.search.features_roofline import (
     CYCLES_PER_NS,
     SCALAR_CALLS,
+    TLB_MISS,
     Nests,
     Operation,
     Statement,
@@ -60,13 +61,38 @@ def test_a_dot_product_along_contiguous_rows_vectorises_and_waits_on_its_accumul
     assert x["vector_op_frac"] == 1.0 and x["latency_bound_frac"] == pytest.approx(96 / 104)
 
 
-def test_a_strided_read_keeps_it_on_one_lane() -> None:
-    # B[k * 2]: two elements per step of k, a gather: one lane, 3 loads, the chain of 6 cycles wins
+def test_a_strided_read_is_gathered_one_load_per_lane() -> None:
+    # B[k * 2]: two elements per step of k, gathered on 16 lanes: issue (a fused multiply-add x 0.5
+    # + A's load x 0.5 + B's 16 loads x 0.5 + O's store) / 16 + a loop step / 16 = 0.6875, over the
+    # chain of 6 cycles in memory over 16 lanes (0.375); 256 updates
     update = ir.BufferStore(O, O[I] + A[I * 64 + K] * B[K * 2], (I,))
     body = loop(I, 4, loop(K, 64, update))
-    assert compute_cycles(body) == pytest.approx(6.0 * 256)
+    assert compute_cycles(body) == pytest.approx(0.6875 * 256)
     x = features(ir.Func("f", (A, B, O), body), PLAN, target=TARGET)
-    assert x["vector_op_frac"] == 0.0
+    assert x["vector_op_frac"] == 1.0
+
+
+def test_a_read_that_moves_a_page_per_step_waits_on_the_tlb() -> None:
+    """D[k * 1024 + i]: each step of k a new page (4 KB); past the 64 pages the first-level TLB
+    holds, each costs TLB_MISS, shared by the executions of one step."""
+    d = ir.decl_buffer("D", (1024 * 128,))
+
+    def cycles(body: ir.Stmt) -> float:
+        x = features(ir.Func("f", (A, d, O), body), PLAN, target=TARGET)
+        return (2.0 ** x["log2_compute_ns"] - 1.0) * CYCLES_PER_NS
+
+    def update(k: int) -> ir.Stmt:
+        return loop(I, 4, loop(K, k, ir.BufferStore(O, O[I] + d[K * 1024 + I] * A[K], (I,))))
+
+    # gathered like the read above: 0.6875 cycles an update; 128 pages: 4.5 cycles an update, which wins
+    assert cycles(update(128)) == pytest.approx(TLB_MISS * 4 * 128)
+    assert cycles(update(64)) == pytest.approx(0.6875 * 4 * 64)  # 64 pages: the TLB holds them
+    # a register tile of 8 unrolled inside the step: one page for the 8 updates of a step
+    data = ir.Var("acc_data", "handle")
+    acc = ir.decl_buffer("acc", (8,), data=data, scope=ir.REGISTER_SCOPE)
+    tile = loop(K, 128, loop(J, 8, ir.BufferStore(acc, acc[J] + d[K * 1024 + J] * A[K], (J,)), "unroll"))
+    body = ir.Allocate(data, "float32", (ir.const(8),), ir.DeclBuffer(acc, tile), (("scope", "local"),))
+    assert cycles(body) == pytest.approx(TLB_MISS / 8 * 8 * 128)
 
 
 def test_a_register_tile_unrolled_inside_the_reduction_is_free_to_access() -> None:
