@@ -30,7 +30,6 @@ from autotune.search.strategies import (
     make_strategy,
 )
 from autotune.search.strategies.evolutionary import (
-    FORM_SHARE,
     GENERATIONS,
     MIN_PARENTS,
     POPULATION,
@@ -191,23 +190,6 @@ def test_evolutionary_breeds_from_the_fastest_measured() -> None:
     for p in mutants:  # one or two decisions from a member (a dependant knob may follow its control)
         assert min(sum(a != b for a, b in zip(p.knobs, parent)) for parent in population) <= 3
         assert p.knobs not in strategy.seen
-
-
-def test_evolutionary_keeps_parents_of_a_form_slower_than_another(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Twenty fast assignments computed at root and three slower ones computed in tiles: at most
-    FORM_SHARE of the population is of one form, so the three are parents; the rest of the places
-    go to the fastest of the other form, and the population is fastest first."""
-    knobs = (Knob("tile", tuple(range(1, 21)), kind="tile"), Knob("at", ("root", "tile"), kind="location"))
-    space = SearchSpace("forms", knobs, ())
-    strategy = make_strategy(settings("evolutionary"), space)
-    fast = {(("tile", t), ("at", "root")): 1.0 + t / 100 for t in range(1, 21)}
-    slow = {(("tile", t), ("at", "tile")): 2.0 + t / 100 for t in range(1, 4)}
-    strategy.fastest = {**fast, **slow}  # type: ignore[attr-defined]
-    population = strategy.population  # type: ignore[attr-defined]
-    assert FORM_SHARE == 0.5 and len(population) == POPULATION == 16
-    assert population == sorted(fast, key=fast.get)[:13] + sorted(slow, key=slow.get)
-    monkeypatch.setattr(evolutionary, "FORM_SHARE", 1.0)  # without the share: the 16 fastest, all at root
-    assert strategy.population == sorted(fast, key=fast.get)[:16]  # type: ignore[attr-defined]
 
 
 def test_evolutionary_improves_on_its_first_round_and_on_random_search() -> None:

@@ -59,8 +59,8 @@ from ..space import SearchSpace
 from .base import FRESH_TRIES, Assignment, Outcome, SearchStrategy, random_assignment, register_strategy
 
 __all__ = [
-    "FORM_KINDS", "FORM_SHARE", "GENERATIONS", "MIN_PARENTS", "NEVER_FITS_AFTER", "POPULATION",
-    "RANDOM_SHARE", "SCORED_RANDOM", "TWO_CHANGES", "EvolutionarySearch",
+    "GENERATIONS", "MIN_PARENTS", "NEVER_FITS_AFTER", "POPULATION", "RANDOM_SHARE", "SCORED_RANDOM",
+    "TWO_CHANGES", "EvolutionarySearch",
 ]  # fmt: skip
 
 POPULATION = 16
@@ -81,16 +81,6 @@ so that a region no measured assignment is near can be reached when the model ex
 fast (MetaSchedule's initial population is mostly random draws, the rest measured schedules).
 This and :data:`GENERATIONS` against 1.0 and 3, seeds within 5% of the best and search wall:
 ``experiments/sample_efficiency.py``, ``results/sample_efficiency_rocketlake_sr2_g4_*``."""
-FORM_SHARE = 0.5
-"""At most this share of the population has one form: the values of its ``location``, ``window``
-and ``unroll`` decisions (:data:`FORM_KINDS`: where each stage is computed, how an overlapping
-window is kept, whether a stage is unrolled and jammed). The places left go to the fastest of the
-other forms, so that a form whose first trials were slow for their other decisions keeps parents
-beside a form with many fast ones; with one form measured the population is its fastest (1.0: the
-fastest whatever their form). Against 1.0 on a surrogate of the host's timings:
-``experiments/surrogate_search.py``, ``results/surrogate_search_*_forms/``."""
-FORM_KINDS = ("location", "window", "unroll")
-"""The kinds of decision that make an assignment's form (:data:`FORM_SHARE`)."""
 NEVER_FITS_AFTER = 2
 """A draw is taken to be over the memory with a memory knob's value that this many infeasible
 trials have had and no feasible one (on ``examples/small.yaml`` every trial with pool1 whole at root was over
@@ -109,32 +99,12 @@ class EvolutionarySearch(SearchStrategy):
         self.memory = MemoryVerdicts(space)
         self.refused = 0
         """Draws left out as over the memory."""
-        self._kinds = {k.name: k.kind for k in space.knobs}
 
     @property
     def population(self) -> list[Assignment]:
-        """The :data:`POPULATION` fastest measured assignments, at most :data:`FORM_SHARE` of them of
-        one form while other forms have some, fastest first (ties in knob order)."""
+        """The :data:`POPULATION` fastest measured assignments, fastest first (ties in knob order)."""
         ranked = sorted(self.fastest.items(), key=lambda item: (item[1], repr(item[0])))
-        cap = max(1, math.floor(FORM_SHARE * POPULATION))
-        kept: list[int] = []
-        per_form: dict[Assignment, int] = {}
-        for i, (knobs, _) in enumerate(ranked):
-            form = self._form(knobs)
-            if per_form.get(form, 0) < cap:
-                per_form[form] = per_form.get(form, 0) + 1
-                kept.append(i)
-                if len(kept) == POPULATION:
-                    break
-        if len(kept) < POPULATION:  # too few forms to fill it: the fastest of the rest
-            taken = set(kept)
-            kept += [i for i in range(len(ranked)) if i not in taken][: POPULATION - len(kept)]
-        return [ranked[i][0] for i in sorted(kept)]
-
-    def _form(self, knobs: Assignment) -> Assignment:
-        """The values of ``knobs``' decisions of the :data:`FORM_KINDS`."""
-        kinds = self._kinds
-        return tuple((name, value) for name, value in knobs if kinds.get(name) in FORM_KINDS)
+        return [knobs for knobs, _ in ranked[:POPULATION]]
 
     def _learn(self, outcomes: Sequence[Outcome]) -> None:
         for o in outcomes:
