@@ -203,8 +203,8 @@ def vector_loop(s: Statement, nests: Nests | None = None) -> int | None:
     Loop vectoriser: the loop the statement steps through (:func:`iterating`), when it holds no loop
     another statement steps through (``nests.outer``: LLVM vectorises innermost loops), its store
     moves by 0 or 1 element per step of it and every load by a constant stride (:func:`_gathers`),
-    none under a guard inside it. SLP: the innermost
-    unrolled loop inside that one along which the store moves by 1 and every load by 0 or 1."""
+    none under a guard inside it. SLP: the innermost unrolled loop inside that one along which the
+    store moves by 1 and every load by 0 or 1."""
     pos = iterating(s, None if nests is None else nests.bodies)
     loops = s.store.loops
     if not s.slp:
