@@ -52,10 +52,10 @@ __all__ = [
 ]  # fmt: skip
 
 TOP_K = 10
-"""How many of the search's fastest schedules its end times again: a search's medians, timed at
-different moments of a shared machine, put a schedule up to 12% too fast, and one truly within a
-few percent of the best can end behind several luckier ones (``experiments/sample_efficiency.py``'s
-referee on its runs)."""
+"""How many of the search's fastest schedules its end times again: a search's medians are timed at
+different moments of a shared machine, so a schedule truly within a few percent of the best can
+end behind several that were timed luckier (measured with ``experiments/sample_efficiency.py``'s
+referee, which re-times every schedule of the runs' top 10: the README's Benchmarks)."""
 REMEASURE_ROUNDS = 5
 
 
