@@ -166,9 +166,14 @@ def iterating(s: Statement, bodies: Mapping[ir.Var, float] | None = None) -> int
     statement in it by ``bodies``, :func:`loop_bodies`; without it, over ``s`` alone); None when
     every loop is unrolled."""
     table = bodies if bodies else loop_bodies([s])
+    own: Mapping[ir.Var, float] | None = None if bodies else table
     for i in range(len(s.store.loops) - 1, -1, -1):
         lp = s.store.loops[i]
-        body = table[lp.var] if lp.var in table else loop_bodies([s])[lp.var]
+        if lp.var in table:
+            body = table[lp.var]
+        else:  # a loop the nest's table lacks: the statement's own table, made once
+            own = own if own is not None else loop_bodies([s])
+            body = own[lp.var]
         if lp.kind != ir.ForKind.UNROLLED and not (lp.const and body * lp.trip <= FULL_UNROLL):
             return i
     return None
@@ -189,12 +194,9 @@ def _gathers(s: Statement, var: ir.Var) -> bool:
     )
 
 
-def gathered(a: Access, s: Statement, vec: int | None) -> bool:
-    """Whether load ``a`` of ``s`` is a gather along the vector loop ``vec``: it moves by more than
-    one element per step (one load per lane)."""
-    if vec is None:
-        return False
-    step = stride(a, s.store.loops[vec].var)
+def gathered(step: int | None) -> bool:
+    """Whether a load that moves by ``step`` elements per step of the vector loop (its
+    :func:`stride` along it) is a gather: more than one element per step, a load per lane."""
     return step is not None and abs(step) > 1
 
 
@@ -309,12 +311,13 @@ def statement_cycles(s: Statement, lanes: int, nests: Nests | None = None) -> tu
     steps = 1.0 if pos is None else (width if vec == pos else 1.0)
     first = 0 if pos is None else pos + 1
     unrolled = [lp for i, lp in enumerate(st.loops[first:], first) if i != vec]
-    moving = [a for a in s.loads if vec is None or stride(a, st.loops[vec].var)]  # the others: once
+    along = [(a, None if vec is None else stride(a, st.loops[vec].var)) for a in s.loads]
+    moving = [(a, step) for a, step in along if vec is None or step]  # the others: once
     memory = sum(
         ISSUE
         * (1.0 if a.buffer.data is st.buffer.data else distinct_share(a.indices, unrolled))
-        * (width if gathered(a, s, vec) else 1.0)
-        for a in moving
+        * (width if gathered(step) else 1.0)
+        for a, step in moving
         if not _in_register(a, pos)
     )
     memory += 0.0 if _in_register(st, pos) else STORE_ISSUE
