@@ -1,9 +1,11 @@
 """What a change to the code generator does to the seconds a kernel takes to compile and to run.
 
     .venv/bin/python experiments/compile_time.py --before /tmp/ct/before [--after .] [--rounds 15]
+        [--trials RUN_DIR:N[,N...] | --trials RUN_DIR:serial ...] [--only-trials]
 
 For each schedule below (the stored and the tuned bests of bottleneck 112x112, pool_chain and
-matmul), replays its trace, lowers it and builds + compiles its kernel in one fresh process per
+matmul; with ``--trials``, also trials of a tuning run's log, with its configuration's pools),
+replays its trace, lowers it and builds + compiles its kernel in one fresh process per
 code version, with an empty kernel cache (a ``tempfile.TemporaryDirectory``: numba's disk cache
 beside the modules is empty too), as a tune's worker does; the seconds are wall seconds of
 :func:`autotune.codegen.build` (writes and imports the modules, which compiles the outlined nests)
@@ -44,37 +46,83 @@ SCHEDULES = (
 CALLS = 40
 
 
-def _lowered(config: str, best_path: str) -> tuple[Any, Any]:
-    """The workload of ``config`` and the lowering of the schedule stored in ``best_path``."""
+def builtin_schedules() -> list[dict[str, Any]]:
+    """:data:`SCHEDULES`, each as the fields :func:`_lowered` reads."""
     from autotune.config import load_config
+
+    out = []
+    for label, config, best_path in SCHEDULES:
+        cfg = load_config(CONFIGS / config)
+        best = json.loads((REPO / best_path).read_text(encoding="utf-8"))
+        out.append({
+            "label": label,
+            "workload": cfg.workload.name,
+            "args": dict(cfg.workload.args),
+            "pools": [[p.name, p.size] for p in cfg.memory.pools],
+            "planner": cfg.memory.planner,
+            "seed": cfg.search.seed,
+            "trace": json.dumps(best["trace"]),
+        })
+    return out
+
+
+def logged_schedules(spec: str) -> list[dict[str, Any]]:
+    """The trials ``spec`` names, ``RUN_DIR:N[,N...]`` (a run directory with ``run.jsonl`` and
+    ``trials.jsonl``), or ``RUN_DIR:serial`` (its measured trials with no parallel loop), each
+    with the workload, pools, planner and seed of the run's configuration."""
+    run_dir, _, which = spec.rpartition(":")
+    root = Path(run_dir) if Path(run_dir).is_absolute() else REPO / run_dir
+    with (root / "run.jsonl").open(encoding="utf-8") as f:
+        config = json.loads(f.readline())["session"]["config"]
+    args = {k.removeprefix("workload.args."): v for k, v in config.items() if k.startswith("workload.args.")}
+    rows = [json.loads(line) for line in (root / "trials.jsonl").read_text(encoding="utf-8").splitlines()]
+    if which == "serial":
+        chosen = [r for r in rows if r["status"] == "ok" and r["knobs"].get("parallel", "none") == "none"]
+    else:
+        numbers = {int(n) for n in which.split(",")}
+        chosen = [r for r in rows if r["trial"] in numbers]
+    return [
+        {
+            "label": f"{config['workload.name']}, {root.name} trial {r['trial']}",
+            "workload": config["workload.name"],
+            "args": args,
+            "pools": [[p["name"], p["size"]] for p in config["memory.pools"]],
+            "planner": config["memory.planner"],
+            "seed": config.get("search.seed", 0),
+            "trace": r["trace"],
+        }
+        for r in chosen
+    ]
+
+
+def _lowered(schedule: dict[str, Any]) -> tuple[Any, Any]:
+    """The workload of ``schedule`` and the lowering of its trace."""
     from autotune.lowering import lower
     from autotune.memory import Pool
     from autotune.schedule import Schedule
     from autotune.workloads import get
 
-    cfg = load_config(CONFIGS / config)
-    wl = get(cfg.workload.name, **dict(cfg.workload.args))
-    best = json.loads((REPO / best_path).read_text(encoding="utf-8"))
-    pools = tuple(Pool(p.name, p.size) for p in cfg.memory.pools)
-    sch = Schedule.replay(wl.func, json.dumps(best["trace"]))
-    return wl, lower(sch.func, pools=pools, planner=cfg.memory.planner, seed=cfg.search.seed)
+    wl = get(schedule["workload"], **schedule["args"])
+    pools = tuple(Pool(name, size) for name, size in schedule["pools"])
+    sch = Schedule.replay(wl.func, schedule["trace"])
+    return wl, lower(sch.func, pools=pools, planner=schedule["planner"], seed=schedule["seed"])
 
 
-def child(out_dir: Path) -> dict[str, Any]:
+def child(out_dir: Path, schedules: list[dict[str, Any]]) -> dict[str, Any]:
     """Build and compile every schedule with the code of this process; write each standalone text."""
     import autotune
     from autotune.codegen import build
 
     figures = []
     with tempfile.TemporaryDirectory() as cache:
-        for k, (label, config, best_path) in enumerate(SCHEDULES):
-            _, lowered = _lowered(config, best_path)
+        for k, schedule in enumerate(schedules):
+            _, lowered = _lowered(schedule)
             start = time.perf_counter()
             kernel = build(lowered.func, lowered.plan, cache_dir=cache)
             kernel.compile()
             seconds = time.perf_counter() - start
             (out_dir / f"kernel_{k}.py").write_text(kernel.source, encoding="utf-8")
-            figures.append({"schedule": label, "seconds": round(seconds, 2), "lines": kernel.source.count("\n")})
+            figures.append({"schedule": schedule["label"], "seconds": round(seconds, 2), "lines": kernel.source.count("\n")})
     return {"autotune": str(Path(autotune.__file__).parent), "kernels": figures}
 
 
@@ -92,7 +140,7 @@ def _standalone(path: Path, kernel: Any, args: tuple[Any, ...]) -> Any:
     return fn
 
 
-def timing(dirs: dict[str, Path], rounds: int) -> list[dict[str, Any]]:
+def timing(dirs: dict[str, Path], rounds: int, schedules: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Time the versions' kernels against each other, schedule by schedule (see the module's text)."""
     import numpy as np
 
@@ -100,8 +148,8 @@ def timing(dirs: dict[str, Path], rounds: int) -> list[dict[str, Any]]:
 
     rows = []
     with tempfile.TemporaryDirectory() as cache:
-        for k, (label, config, best_path) in enumerate(SCHEDULES):
-            wl, lowered = _lowered(config, best_path)
+        for k, schedule in enumerate(schedules):
+            wl, lowered = _lowered(schedule)
             kernel = build(lowered.func, lowered.plan, cache_dir=cache)  # storage and the entry's name
             inputs = wl.make_inputs(0)
             want = wl.reference(*inputs)
@@ -121,7 +169,7 @@ def timing(dirs: dict[str, Path], rounds: int) -> list[dict[str, Any]]:
                     ms[version].append((time.perf_counter() - start) / CALLS * 1e3)
             ratios = sorted(a / b for a, b in zip(ms["after"], ms["before"]))
             rows.append({
-                "schedule": label,
+                "schedule": schedule["label"],
                 "before_ms": sorted(ms["before"])[rounds // 2],
                 "after_ms": sorted(ms["after"])[rounds // 2],
                 "ratio": ratios[rounds // 2],
@@ -130,12 +178,12 @@ def timing(dirs: dict[str, Path], rounds: int) -> list[dict[str, Any]]:
     return rows
 
 
-def run_child(tree: Path, out_dir: Path) -> dict[str, Any]:
+def run_child(tree: Path, out_dir: Path, schedules_file: Path) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     env.pop("AUTOTUNE_CACHE_DIR", None)
     out = subprocess.run(
-        [sys.executable, __file__, "--child", str(out_dir)], env=env, cwd=tree, check=True, capture_output=True,
-        text=True,
+        [sys.executable, __file__, "--child", str(out_dir), "--schedules-file", str(schedules_file)], env=env,
+        cwd=tree, check=True, capture_output=True, text=True,
     ).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -176,24 +224,36 @@ def report(builds: dict[str, dict[str, Any]], times: list[dict[str, Any]], comma
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--child", type=Path, help="build with this process's code, write kernels here; print JSON")
+    parser.add_argument("--schedules-file", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--before", type=Path)
     parser.add_argument("--after", type=Path, default=REPO)
     parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument(
+        "--trials", action="append", default=[], metavar="RUN_DIR:N[,N...]|RUN_DIR:serial",
+        help="also these trials of a run (repeatable); 'serial': its measured trials without a parallel loop",
+    )
+    parser.add_argument("--only-trials", action="store_true", help="leave out the stored bests (SCHEDULES)")
     parser.add_argument("--output", type=Path, default=REPO / "results" / "compile_time.md")
     args = parser.parse_args()
     if args.child is not None:
-        print(json.dumps(child(args.child)))
+        schedules = json.loads(args.schedules_file.read_text(encoding="utf-8"))
+        print(json.dumps(child(args.child, schedules)))
         return 0
     if args.before is None:
         parser.error("--before (a source tree of the code to compare with) is required")
+    schedules = [] if args.only_trials else builtin_schedules()
+    for spec in args.trials:
+        schedules += logged_schedules(spec)
     with tempfile.TemporaryDirectory() as work:
+        schedules_file = Path(work) / "schedules.json"
+        schedules_file.write_text(json.dumps(schedules), encoding="utf-8")
         dirs = {v: Path(work) / v for v in ("before", "after")}
         builds = {}
         for version, tree in (("before", args.before), ("after", args.after)):
             dirs[version].mkdir()
-            builds[version] = run_child(tree.resolve(), dirs[version])
+            builds[version] = run_child(tree.resolve(), dirs[version], schedules_file)
             print(version, builds[version], flush=True)
-        times = timing(dirs, args.rounds)
+        times = timing(dirs, args.rounds, schedules)
     text = report(builds, times, " ".join([".venv/bin/python experiments/compile_time.py", *sys.argv[1:]]), args.rounds)
     args.output.write_text(text, encoding="utf-8")
     print(text)

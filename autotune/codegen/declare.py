@@ -39,7 +39,13 @@ class Declarations:
         if ir.ann_get(s.annotations, "scope") == ir.REGISTER_SCOPE:
             self._registers(s, depth)
             return
-        if s.data not in self.storage:
+        self.storage_of(s)
+        self.stmt(s.body, depth)
+
+    def storage_of(self, s: ir.Allocate) -> StorageArg:
+        """The kernel's storage argument for the (not ``local``) allocation ``s``, recorded on first use."""
+        st = self.storage.get(s.data)
+        if st is None:
             extents = tuple(E.as_int(e) for e in s.extents)
             if not extents or any(e is None or e <= 0 for e in extents):
                 raise CodegenError(
@@ -50,8 +56,8 @@ class Declarations:
                 extents = (prod(extents),)  # type: ignore[arg-type]
             alloc_name = s.data.name.removesuffix("_data") or s.data.name
             arg = self.names.var(s.data)
-            self.storage[s.data] = StorageArg(arg, alloc_name, s.dtype, extents, s.annotations)  # type: ignore[arg-type]
-        self.stmt(s.body, depth)
+            st = self.storage[s.data] = StorageArg(arg, alloc_name, s.dtype, extents, s.annotations)  # type: ignore[arg-type]
+        return st
 
     def _registers(self, s: ir.Allocate, depth: int) -> None:
         """A ``local`` allocation: one scalar variable per element, which LLVM keeps in registers."""
@@ -108,7 +114,7 @@ class Declarations:
         if prod(inner) > st.bank_elems:
             raise CodegenError(f"codegen: buffer {buf.name} of shape {shape} is larger than {st.arg}")
         src = self.names.var(buf.data)
-        if not st.banked and inner == (st.bank_elems,):
+        if st.is_whole(buf):
             self.exprs.declare(buf, src)  # the storage itself, no new name
             return
         name = self.names.buffer(buf)

@@ -25,13 +25,16 @@ function; :func:`nest_module` also writes it as a module of its own, the functio
 process; its LLVM code is optimised once per process, and each kernel that calls it
 is cached on disk by numba with the nest's code in it), and the module it imports for the
 kernel binds ``nest`` under the kernel's name for it. What the nest may not do, each a :class:`CodegenError`:
-hold a parallel loop (it runs on the calling thread) or declare storage of its own
-other than ``local`` registers.
+hold a parallel loop (it runs on the calling thread), declare a buffer on storage allocated
+outside it, or declare a view of storage allocated inside it (a reshape, another dtype, banks).
+Storage allocated inside it (an intermediate allocated under a tile loop) is the kernel's
+preallocated storage argument, which the function takes.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from math import prod
 
@@ -39,7 +42,7 @@ from .. import ir
 from ..errors import CodegenError
 from .exprgen import ExprWriter
 from .names import NEST, SELECT, Names
-from .signature import NestModule
+from .signature import NestModule, StorageArg
 
 __all__ = ["Outlined", "nest_module", "outlined_args"]
 
@@ -71,11 +74,22 @@ def _array_type(buf: ir.Buffer, split: int = 0) -> str:
 
 
 def outlined_args(
-    nest: ir.Stmt, exprs: ExprWriter, names: Names, what: str | None = None
+    nest: ir.Stmt,
+    exprs: ExprWriter,
+    names: Names,
+    what: str | None = None,
+    storage: Mapping[ir.Var, StorageArg] | None = None,
 ) -> tuple[list[str], list[str], bool]:
     """The argument names of the function for ``nest`` (a loop, or the body of a parallel loop
     called ``what`` in messages), their numba types, and whether every array argument has storage
     of its own (no two are views of one allocation or parameter).
+
+    ``storage``: the kernel's storage arguments of the allocations inside ``nest`` other than
+    ``local`` registers (the kernel's storage is preallocated: an allocation inside a tile loop
+    binds a name to it). The function takes such an allocation's storage as an argument when every
+    buffer declared on it is the storage itself (:meth:`StorageArg.is_whole`): a view of it (a
+    reshape, another dtype, banks) would be a statement outside the translator's subset
+    (:mod:`~autotune.codegen.nest_llvm`).
 
     Arrays first, in order of first access, then the enclosing loop variables the nest uses.
     """
@@ -85,15 +99,29 @@ def outlined_args(
     if parallel:
         raise CodegenError(f"codegen: {what} holds the parallel loop '{parallel[0]}'")
     inner = {a.data for a in ir.collect(nest, ir.Allocate) if ir.ann_get(a.annotations, "scope") == ir.REGISTER_SCOPE}
+    storage = storage or {}
+    allocated = {a.data for a in ir.collect(nest, ir.Allocate)} - inner
+    for data in sorted(allocated, key=lambda v: v.name):
+        if data not in storage:
+            raise CodegenError(f"codegen: {what} allocates {data.name}, whose storage argument is not given")
     for decl in ir.collect(nest, ir.DeclBuffer):
-        if decl.buffer.data not in inner:
+        buf = decl.buffer
+        if buf.data in inner:
+            continue
+        if buf.data not in allocated:
             raise CodegenError(
-                f"codegen: {what} declares buffer {decl.buffer.name}; only local registers may be "
-                "declared inside an outlined nest"
+                f"codegen: {what} declares buffer {buf.name} on storage allocated outside it; only "
+                "local registers and storage allocated inside may be declared inside an outlined nest"
+            )
+        if not _is_whole(storage[buf.data], buf):
+            raise CodegenError(
+                f"codegen: {what} declares buffer {buf.name} as a view of {storage[buf.data].arg} "
+                "(a reshape, another dtype or banks); inside an outlined nest a buffer on storage "
+                "must be the storage itself"
             )
     args: list[str] = []
     types: list[str] = []
-    storage: dict[str, ir.Var] = {}  # array argument -> the data it views
+    arrays: dict[str, ir.Var] = {}  # array argument -> the data it views
     for access in ir.collect(nest, (ir.BufferLoad, ir.BufferStore)):
         buf = access.buffer
         if buf.data in inner:
@@ -103,15 +131,19 @@ def outlined_args(
                 f"codegen: {what} uses the local registers {buf.name}, allocated outside it "
                 "(registers cannot be passed to a function)"
             )
-        if buf not in exprs.decls:
+        if buf.data in allocated:
+            name, array = storage[buf.data].arg, f"{buf.dtype}[::1]"
+        elif buf in exprs.decls:
+            name, split = exprs.decls[buf]
+            array = _array_type(buf, split)
+        else:
             raise CodegenError(f"codegen: buffer {buf.name} is used outside its declaration")
-        name, split = exprs.decls[buf]
         if name not in args:
             args.append(name)
-            types.append(_array_type(buf, split))
-            storage[name] = buf.data
+            types.append(array)
+            arrays[name] = buf.data
     bound = {f.loop_var for f in ir.collect(nest, ir.For)}
-    data = {b.data for b in (*exprs.decls, *exprs.registers)} | inner
+    data = {b.data for b in (*exprs.decls, *exprs.registers)} | inner | allocated
     for var in sorted(ir.free_vars(nest) - bound - data, key=names.var):
         if var in exprs.bound:
             continue  # an unrolled loop's variable: written as its constant
@@ -119,7 +151,14 @@ def outlined_args(
             raise CodegenError(f"codegen: {what} uses {var.name}, which no enclosing loop defines")
         args.append(names.var(var))
         types.append("int64")
-    return args, types, len(set(storage.values())) == len(storage)
+    return args, types, len(set(arrays.values())) == len(arrays)
+
+
+def _is_whole(st: StorageArg, buf: ir.Buffer) -> bool:
+    try:
+        return st.is_whole(buf)
+    except ValueError:  # a symbolic shape
+        return False
 
 
 def nest_module(nest: Outlined, constants: list[tuple[str, str]], decorator: str) -> NestModule:

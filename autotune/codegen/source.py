@@ -190,7 +190,7 @@ class _Generator(Declarations):
             raise CodegenError(f"codegen: unknown vectorizer {mode!r} on loop '{loop}' (annotation {ir.VECTORIZER_ATTR})")
         if self.outlining is not None:
             raise CodegenError(f"codegen: loop '{loop}' asks for vectorizer {mode!r} inside a nest outlined as {self.outlining!r}")
-        args, types, _ = outlined_args(s, self.exprs, self.names)
+        args, types, _ = outlined_args(s, self.exprs, self.names, storage=self._inner_storage(s))
         name = self.names.fresh(f"{self.kernel}_{self.names.var(s.loop_var)}")
         outer, self.lines, self.outlining = self.lines, [], mode
         self.stmt(s, 1)
@@ -219,7 +219,7 @@ class _Generator(Declarations):
         call it. Its arrays are ``noalias`` when no two share storage, as numba's body takes them.
         """
         try:
-            args, types, distinct = outlined_args(s, self.exprs, self.names, what)
+            args, types, distinct = outlined_args(s, self.exprs, self.names, what, self._inner_storage(s))
         except CodegenError:
             return False
         name = self.names.fresh(f"{self.kernel}_body")
@@ -230,6 +230,14 @@ class _Generator(Declarations):
         self.bodies.append(Outlined(name, self.vectorizer, tuple(args), signature, tuple(body), distinct, linked=False))
         self.emit(depth, f"{name}({', '.join(args)})")
         return True
+
+    def _inner_storage(self, s: ir.Stmt) -> dict[E.Var, StorageArg]:
+        """The kernel's storage arguments of the allocations inside ``s`` other than ``local`` registers."""
+        return {
+            a.data: self.storage_of(a)
+            for a in ir.collect(s, ir.Allocate)
+            if ir.ann_get(a.annotations, "scope") != ir.REGISTER_SCOPE
+        }
 
     def _loop_range(self, s: ir.For) -> Interval:
         """The values of ``s``'s variable: ``[min, min + extent - 1]`` over the enclosing loops."""

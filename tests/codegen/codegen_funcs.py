@@ -160,6 +160,30 @@ def banked(n: int = 32) -> tuple[ir.Func, Reference]:
     return func, reference
 
 
+def tiled_stage(tiles: int = 4, size: int = 6, view: bool = False) -> tuple[ir.Func, Reference]:
+    """O = A * 2 + 1 through an intermediate T computed tile by tile: under the tile loop ``t``,
+    ``T`` (``size`` floats, allocated there) is filled from A, then read into O; with ``view``, the
+    second stage reads T through a 2-d view declared on its storage."""
+    n = tiles * size
+    a, out = ir.decl_buffer("A", (n,)), ir.decl_buffer("O", (n,))
+    tile = ir.decl_buffer("T", (size,))
+    t, j = ir.Var("t"), ir.Var("j")
+    fill = ir.For(j, ir.const(0), ir.const(size), "serial", ir.BufferStore(tile, a[t * size + j] * 2.0, (j,)))
+    if view:
+        rows = ir.decl_buffer("T2", (2, size // 2), data=tile.data)
+        read = ir.BufferStore(out, rows[j // (size // 2), j % (size // 2)] + 1.0, (t * size + j,))
+        use: ir.Stmt = ir.DeclBuffer(rows, ir.For(j, ir.const(0), ir.const(size), "serial", read))
+    else:
+        use = ir.For(j, ir.const(0), ir.const(size), "serial", ir.BufferStore(out, tile[j] + 1.0, (t * size + j,)))
+    stage = ir.Allocate(tile.data, "float32", (ir.const(size),), ir.DeclBuffer(tile, ir.seq(fill, use)))
+    func = ir.Func("tiled_stage", (a, out), ir.For(t, ir.const(0), ir.const(tiles), "serial", stage))
+
+    def reference(x: np.ndarray) -> tuple[np.ndarray, ...]:
+        return ((x * 2 + 1).astype(np.float32),)
+
+    return func, reference
+
+
 def register_tiled(func: ir.Func, unroll: bool = True, outline: str | None = None) -> Schedule:
     """C in 4x8 tiles: for io, jo: acc[4, 8] = 0; for k: acc += A[i, k] * B[k, j]; C[tile] = acc.
 

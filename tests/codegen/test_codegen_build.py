@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from codegen_funcs import banked, matmul, padded_conv, padded_conv_inline, pool_chain
+from codegen_funcs import banked, matmul, padded_conv, padded_conv_inline, pool_chain, tiled_stage
 
 from autotune import ir
 from autotune.codegen import Kernel, build, generate_source
@@ -24,6 +24,8 @@ FUNCS: dict[str, Callable[[], tuple[ir.Func, Callable[..., tuple[np.ndarray, ...
     "padded_conv": padded_conv,
     "padded_conv_inline": padded_conv_inline,
     "banked": banked,
+    "tiled_stage": tiled_stage,
+    "tiled_stage_view": lambda: tiled_stage(view=True),
 }
 
 

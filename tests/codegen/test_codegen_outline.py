@@ -4,10 +4,11 @@ its nest as a function of the kernel's module, and the build compiles that funct
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
-from codegen_funcs import avx2, register_tiled
+from codegen_funcs import avx2, register_tiled, tiled_stage
 
 from autotune import ir, workloads
 from autotune.codegen import build, generate_source
@@ -75,6 +76,24 @@ def test_outlining_errors_are_precise():
         r"outside it \(registers cannot be passed\)$",
     ):
         register_tiled(_matmul(8, 16, 2), outline="k")
+
+
+def test_an_outlined_loop_takes_the_storage_allocated_in_it_unless_it_views_it():
+    def outlined(view: bool) -> ir.Func:
+        func, _ = tiled_stage(view=view)
+        loop = func.body
+        assert isinstance(loop, ir.For)
+        return replace(func, body=replace(loop, annotations=((ir.VECTORIZER_ATTR, "slp"),)))
+
+    text = generate_source(outlined(False)).text
+    assert '"void(float32[::1], float32[::1], float32[::1])", vectorizer="slp"' in text
+    assert "def tiled_stage_t(T_data, A, O):\n" in text and "    tiled_stage_t(T_data, A, O)\n" in text
+    with pytest.raises(
+        CodegenError,
+        match=r"^codegen: outlined loop 't' declares buffer T2 as a view of T_data \(a reshape, another dtype "
+        r"or banks\); inside an outlined nest a buffer on storage must be the storage itself$",
+    ):
+        generate_source(outlined(True))
 
 
 # ---- compiling -----------------------------------------------------------------------

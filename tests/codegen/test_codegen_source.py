@@ -6,7 +6,7 @@ import math
 import sys
 
 import pytest
-from codegen_funcs import banked, padded_conv, pool_chain
+from codegen_funcs import banked, padded_conv, pool_chain, tiled_stage
 
 from autotune import ir
 from autotune.codegen import generate_source
@@ -205,6 +205,26 @@ def test_a_serial_function_whose_body_stays_in_it_runs_as_one_parallel_iteration
     src = generate_source(_func(ir.seq(first, then), a, b))
     assert src.bodies == () and not src.parallel
     assert "parallel=True)\ndef f(" in src.text and "    for once in numba.prange(1):" in src.text
+
+
+def test_a_body_that_allocates_under_a_tile_loop_takes_the_storage_as_an_argument() -> None:
+    # T is allocated under the tile loop: its storage is the kernel's (preallocated) argument,
+    # which the body function takes; the body is noalias and the kernel a plain function
+    func, _ = tiled_stage()
+    src = generate_source(func)
+    assert src.bodies == ("tiled_stage_body",) and [st.arg for st in src.storage] == ["T_data"]
+    assert "noalias=True, linked=False)\ndef tiled_stage_body(T_data, A, O):\n    for t in range(4):\n" in src.text
+    assert "    for once in range(1):\n        tiled_stage_body(T_data, A, O)\n" in src.text
+    assert "prange" not in src.text
+
+
+def test_a_body_that_views_storage_allocated_under_a_tile_loop_stays_in_the_kernel() -> None:
+    # a 2-d view of T is a reshape, a statement outside the translator's subset: the body stays
+    # in the kernel's one-iteration parallel loop, where numba gives its arrays noalias
+    func, _ = tiled_stage(view=True)
+    src = generate_source(func)
+    assert src.bodies == () and "    for once in numba.prange(1):\n" in src.text
+    assert "            T2 = T_data.reshape((2, 3))\n" in src.text
 
 
 def test_a_body_whose_arrays_share_storage_is_not_noalias() -> None:

@@ -81,7 +81,8 @@ def test_register_tile_source(golden: Any) -> None:
         "# outlined: bottleneck_x_0 (vectorizer: slp)\n# outlined: bottleneck_x_2_0 (vectorizer: slp)\n"
         in text
     )
-    project = text[text.index("def bottleneck_x_2_0") : text.index("def bottleneck(")]
+    start = text.index("def bottleneck_x_2_0")
+    project = text[start : text.index("\n@", start)]
     body = project[project.index("for rc_1") :]
     # 2 columns x 4 channels of accumulators; depthwise stores its relu6 (clamp_at_producer): no clamp here
     assert (
@@ -126,7 +127,8 @@ def _strip_tiled() -> tuple[Any, Any, str]:
 def test_one_column_tile_under_a_strip_guards_the_column_outside_the_reduction() -> None:
     _, _, text = _strip_tiled()
     assert "# outlined: bottleneck_x (vectorizer: slp)\n" in text
-    expand = text[text.index("def bottleneck_x(") : text.index("def bottleneck(")]
+    start = text.index("def bottleneck_x(")
+    expand = text[start : text.index("\n@", start)]
     lines = [line.strip() for line in expand.splitlines()[1:]]
     # the halo guard right below the column loop; the 8 accumulators, the reduction and the 8 stores in it
     assert lines[:2] == ["for x in range(6):", "if 0 <= x_2_0 * 4 + x - 1 and x_2_0 * 4 + x - 1 < 8:"]
