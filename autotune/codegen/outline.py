@@ -77,8 +77,8 @@ def outlined_args(
     nest: ir.Stmt,
     exprs: ExprWriter,
     names: Names,
+    storage: Mapping[ir.Var, StorageArg],
     what: str | None = None,
-    storage: Mapping[ir.Var, StorageArg] | None = None,
 ) -> tuple[list[str], list[str], bool]:
     """The argument names of the function for ``nest`` (a loop, or the body of a parallel loop
     called ``what`` in messages), their numba types, and whether every array argument has storage
@@ -99,11 +99,7 @@ def outlined_args(
     if parallel:
         raise CodegenError(f"codegen: {what} holds the parallel loop '{parallel[0]}'")
     inner = {a.data for a in ir.collect(nest, ir.Allocate) if ir.ann_get(a.annotations, "scope") == ir.REGISTER_SCOPE}
-    storage = storage or {}
-    allocated = {a.data for a in ir.collect(nest, ir.Allocate)} - inner
-    for data in sorted(allocated, key=lambda v: v.name):
-        if data not in storage:
-            raise CodegenError(f"codegen: {what} allocates {data.name}, whose storage argument is not given")
+    allocated = set(storage)
     for decl in ir.collect(nest, ir.DeclBuffer):
         buf = decl.buffer
         if buf.data in inner:
@@ -113,7 +109,7 @@ def outlined_args(
                 f"codegen: {what} declares buffer {buf.name} on storage allocated outside it; only "
                 "local registers and storage allocated inside may be declared inside an outlined nest"
             )
-        if not _is_whole(storage[buf.data], buf):
+        if not storage[buf.data].is_whole(buf):
             raise CodegenError(
                 f"codegen: {what} declares buffer {buf.name} as a view of {storage[buf.data].arg} "
                 "(a reshape, another dtype or banks); inside an outlined nest a buffer on storage "
@@ -152,13 +148,6 @@ def outlined_args(
         args.append(names.var(var))
         types.append("int64")
     return args, types, len(set(arrays.values())) == len(arrays)
-
-
-def _is_whole(st: StorageArg, buf: ir.Buffer) -> bool:
-    try:
-        return st.is_whole(buf)
-    except ValueError:  # a symbolic shape
-        return False
 
 
 def nest_module(nest: Outlined, constants: list[tuple[str, str]], decorator: str) -> NestModule:

@@ -57,7 +57,11 @@ class StorageArg:
     def is_whole(self, buf: ir.Buffer) -> bool:
         """Whether ``buf`` is this storage itself (flat, of its dtype and all its elements): the
         kernel then names the buffer by the storage argument, with no view of it."""
-        return not self.banked and buf.dtype == self.dtype and buf.const_shape() == (self.bank_elems,)
+        try:
+            shape = buf.const_shape()
+        except ValueError:  # a symbolic shape
+            return False
+        return not self.banked and buf.dtype == self.dtype and shape == (self.bank_elems,)
 
 
 @dataclass(frozen=True, slots=True)

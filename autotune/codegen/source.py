@@ -190,7 +190,7 @@ class _Generator(Declarations):
             raise CodegenError(f"codegen: unknown vectorizer {mode!r} on loop '{loop}' (annotation {ir.VECTORIZER_ATTR})")
         if self.outlining is not None:
             raise CodegenError(f"codegen: loop '{loop}' asks for vectorizer {mode!r} inside a nest outlined as {self.outlining!r}")
-        args, types, _ = outlined_args(s, self.exprs, self.names, storage=self._inner_storage(s))
+        args, types, _ = outlined_args(s, self.exprs, self.names, self._inner_storage(s))
         name = self.names.fresh(f"{self.kernel}_{self.names.var(s.loop_var)}")
         outer, self.lines, self.outlining = self.lines, [], mode
         self.stmt(s, 1)
@@ -219,7 +219,7 @@ class _Generator(Declarations):
         call it. Its arrays are ``noalias`` when no two share storage, as numba's body takes them.
         """
         try:
-            args, types, distinct = outlined_args(s, self.exprs, self.names, what, self._inner_storage(s))
+            args, types, distinct = outlined_args(s, self.exprs, self.names, self._inner_storage(s), what)
         except CodegenError:
             return False
         name = self.names.fresh(f"{self.kernel}_body")
