@@ -8,7 +8,21 @@ parent's trace did not have). So one change can move a stage from one form to an
 new decisions drawn: ``regtile_<stage>`` 8 -> 0 switches ``unroll_<stage>`` on, drawn true or
 false, and ``jam_<stage>`` and ``jamrows_<stage>`` with it when true; left at their defaults, the
 stage would become a plain loop nest, and its unrolled-and-jammed form would be two or three
-changes away, which a child of one or two changes rarely reaches. The kind of a knob (``Knob.kind``, one of
+changes away, which a child of one or two changes rarely reaches.
+
+A knob whose choices switch other knobs on or off has *forms*: its choices grouped by the knobs
+active under each (:func:`forms`; ``regtile_<stage>``: 0, the stage without a register tile,
+its window unrolled, and 1 to 16, a register tile of that many columns). Numeric order does not
+cross forms: 0 is not an extent next to 1 but another loop nest. So a knob with two forms or more,
+one of them of several choices, moves to another form with probability :data:`FORM_CHANGE`
+(a choice of it drawn uniformly), and otherwise within its own form by its kind's mutator; from
+a form of one choice it always moves to another. By numeric order alone a register tile of 8
+would become no register tile with probability 0.04, and a stage whose fastest form is its
+window unrolled and jammed would rarely be bred into it from a register-tiled parent; the runs
+that measure this are ``experiments/sample_efficiency.py``'s, in
+``results/sample_efficiency_rocketlake_form_mutator/``.
+
+The kind of a knob (``Knob.kind``, one of
 :data:`~autotune.schedule.primitives.sample.KINDS`) says which mutator moves it::
 
     child = mutate(space, parent_knobs, rng, changes=1)     # a full assignment, one decision changed
@@ -28,6 +42,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -37,10 +52,13 @@ from .candidates import Assignment, complete
 from .space import Knob, SearchSpace
 from .space_family import same_value
 
-__all__ = ["MUTATORS", "NEIGHBOUR", "Mutator", "TileMutator", "mutate", "register_mutator"]
+__all__ = ["FORM_CHANGE", "MUTATORS", "NEIGHBOUR", "Mutator", "TileMutator", "forms", "mutate", "register_mutator"]
 
 NEIGHBOUR = 0.8
 """The probability that the tile mutator moves to an adjacent choice rather than any other."""
+FORM_CHANGE = 0.5
+"""The probability that a knob with forms (:func:`forms`) moves to another form rather than
+within its own (always, from a form of one choice)."""
 
 
 class Mutator(ABC):
@@ -168,10 +186,37 @@ def mutate(
             break
         knob = movable[int(rng.integers(len(movable)))]
         changed.add(knob.name)
-        out[knob.name] = MUTATORS[knob.kind].choose(knob, out[knob.name], rng)
+        out[knob.name] = _choose(space, knob, out, rng)
         out = _draw_switched_on(space, out, set(active), rng)
         changed |= set(space.active_values(out)) - set(active)  # drawn, not to be moved again
     return complete(space, out)
+
+
+def forms(space: SearchSpace, knob: Knob, values: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+    """The choices of ``knob`` grouped by the knobs active with it at each (the other knobs at
+    ``values``, a full assignment), each group and the groups in the knob's order of choices."""
+    groups: dict[frozenset[str], list[Any]] = {}
+    for choice in knob.choices:
+        active = frozenset(space.active_values({**values, knob.name: choice}))
+        groups.setdefault(active, []).append(choice)
+    return [tuple(g) for g in groups.values()]
+
+
+def _choose(space: SearchSpace, knob: Knob, values: Mapping[str, Any], rng: np.random.Generator) -> Any:
+    """A new value of ``knob`` under ``values``: another form with probability :data:`FORM_CHANGE`
+    (always from a form of one choice), else the kind's mutator within the knob's form. A knob of
+    one form, or whose every form is one choice, is moved by its kind's mutator over all choices."""
+    current = values[knob.name]
+    groups = forms(space, knob, values)
+    mutator = MUTATORS[knob.kind]
+    if len(groups) == 1 or all(len(g) == 1 for g in groups):  # no forms to choose between
+        return mutator.choose(knob, current, rng)
+    own = next(g for g in groups if any(same_value(c, current) for c in g))
+    if len(own) > 1 and rng.random() >= FORM_CHANGE:
+        return mutator.choose(replace(knob, choices=own), current, rng)
+    others = [g for g in groups if g is not own]
+    form = others[int(rng.integers(len(others)))]
+    return form[int(rng.integers(len(form)))]
 
 
 def _draw_switched_on(

@@ -1,5 +1,6 @@
 """Mutators: one per kind of decision; a tile moves mostly to a neighbouring factor, the others to
-another choice; a mutation changes the asked number of decisions and leaves a full assignment."""
+another choice; a knob whose choices switch other knobs on changes form with its probability; a
+mutation changes the asked number of decisions and leaves a full assignment."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from autotune.schedule.primitives.sample import KINDS
 from autotune.search.candidates import complete
-from autotune.search.mutators import MUTATORS, NEIGHBOUR, mutate
+from autotune.search.mutators import FORM_CHANGE, MUTATORS, NEIGHBOUR, forms, mutate
 from autotune.search.space import Knob, SearchSpace, load_space
 from autotune.workloads import get as get_workload
 
@@ -109,3 +110,44 @@ def test_a_knob_that_a_change_switches_on_is_drawn_from_its_choices() -> None:
             assert child["mode"] == "rolling"
     assert set(modes) == {"rolling", "recompute"}
     assert modes["rolling"] == pytest.approx(modes["recompute"], rel=0.35)
+
+
+FORMED = SearchSpace(
+    "formed",
+    (
+        Knob("regtile", (0, 1, 2, 4, 8, 16), kind="tile"),
+        Knob("unroll", (False, True), (("regtile", (0,)),), kind="unroll"),
+        Knob("pool", ("dtcm",), kind="pool"),
+    ),
+    (),
+)
+
+
+def test_a_knobs_forms_are_its_choices_grouped_by_the_knobs_they_switch_on() -> None:
+    regtile, unroll, pool = FORMED.knobs
+    at = dict(complete(FORMED, {"regtile": 8}))
+    assert forms(FORMED, regtile, at) == [(0,), (1, 2, 4, 8, 16)]
+    assert forms(FORMED, unroll, at) == [(False, True)]  # switches nothing on: one form
+    assert forms(FORMED, pool, at) == [("dtcm",)]
+    assert forms(SPACE, SPACE.knobs[2], dict(complete(SPACE, {}))) == [("tile",), ("root",)]
+
+
+def test_a_knob_with_forms_changes_form_with_its_probability_and_moves_within_by_its_kind() -> None:
+    rng = np.random.default_rng(5)
+    n = 4000
+    # from 8 only regtile can move (unroll is off): to 0 (the other form) with FORM_CHANGE, else
+    # by the tile mutator over 1-16, where 0 is no neighbour of 1
+    from_8 = Counter(dict(mutate(FORMED, {"regtile": 8}, rng))["regtile"] for _ in range(n))
+    assert 8 not in from_8
+    assert from_8[0] / n == pytest.approx(FORM_CHANGE, abs=0.03)
+    near = (from_8[4] + from_8[16]) / (n - from_8[0])
+    assert near == pytest.approx(NEIGHBOUR + (1 - NEIGHBOUR) * 2 / 4, abs=0.03)
+    from_1 = Counter(dict(mutate(FORMED, {"regtile": 1}, rng))["regtile"] for _ in range(n))
+    assert from_1[2] / (n - from_1[0]) == pytest.approx(NEIGHBOUR + (1 - NEIGHBOUR) / 4, abs=0.03)
+    # from 0, a form of one choice, a change of regtile always takes another form, its value drawn
+    # uniformly, and switches unroll off (at its default)
+    moved = [c for c in (dict(mutate(FORMED, {"regtile": 0, "unroll": True}, rng)) for _ in range(n)) if c["regtile"]]
+    assert Counter(c["unroll"] for c in moved) == Counter({False: len(moved)})
+    counts = Counter(c["regtile"] for c in moved)
+    assert set(counts) == {1, 2, 4, 8, 16} and max(counts.values()) / min(counts.values()) < 1.3
+    assert len(moved) / n == pytest.approx(0.5, abs=0.03)  # regtile or unroll: the one change
