@@ -37,7 +37,7 @@ compiled by numba instead.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import numpy as np
 
@@ -170,10 +170,16 @@ def _flat_args(p: Param) -> list[tuple[str, str]]:
     return [("ptr", f"%a.{p.name}")] + [("i64", f"%a.{p.name}.d{axis}") for axis in range(1, p.ndim)]
 
 
-def _signature(params: list[Param], noalias: bool) -> str:
-    """The function's parameter list; with ``noalias``, every pointer is ``noalias``."""
-    pointer = "ptr noalias" if noalias else "ptr"
-    return ", ".join(f"{pointer if ty == 'ptr' else ty} {value}" for p in params for ty, value in _flat_args(p))
+def _signature(params: list[Param], noalias: bool | Collection[str]) -> str:
+    """The function's parameter list; the pointers of the arrays ``noalias`` names (True: of every
+    array) are ``noalias``."""
+
+    def marked(p: Param) -> bool:
+        return noalias is True or (not isinstance(noalias, bool) and p.name in noalias)
+
+    return ", ".join(
+        f"{'ptr noalias' if ty == 'ptr' and marked(p) else ty} {value}" for p in params for ty, value in _flat_args(p)
+    )
 
 
 def translate(
@@ -183,7 +189,7 @@ def translate(
     callees: Callable[[str], str | Callee | None],
     symbol: str,
     fastmath: tuple[str, ...],
-    noalias: bool = False,
+    noalias: bool | Collection[str] = False,
 ) -> str:
     """The LLVM IR module text of the function defined in ``source`` (its decorators ignored),
     as the function ``symbol`` taking ``params`` in order: an array as its data pointer (an N-d
@@ -192,8 +198,9 @@ def translate(
     ``callees`` what a called global name is (``min``, ``max``, ``abs``, ``select``, ``numpy`` for
     the module whose functions ``np.<name>`` calls, a :class:`Callee` for a translated nest, or
     None); a called nest is declared in the module, whose user links its code.
-    ``noalias``: the caller promises that no two array arguments (or banks) share memory, as numba
-    takes for the arrays of a parallel loop's body; the pointers are marked ``noalias``.
+    ``noalias``: the arrays (True: every array argument) that the caller promises share no memory
+    with another argument (a bank with no other bank either), as numba takes for the arrays of a
+    parallel loop's body; their pointers are marked ``noalias``.
     Raises :class:`Unsupported` for a construct outside the subset (see the module docstring)."""
     try:
         tree = ast.parse(source)

@@ -44,7 +44,7 @@ from .exprgen import ExprWriter
 from .names import NEST, SELECT, Names
 from .signature import NestModule, StorageArg
 
-__all__ = ["Outlined", "nest_module", "outlined_args"]
+__all__ = ["Outlined", "nest_module", "outlined_args", "unshared"]
 
 _CONST = re.compile(r"\b_c\d+\b")
 """A module-level constant's name (:meth:`ExprWriter.constant`; no other kernel name has this form)."""
@@ -53,15 +53,16 @@ _CONST = re.compile(r"\b_c\d+\b")
 @dataclass(frozen=True, slots=True)
 class Outlined:
     """One outlined nest: its function's name, vectoriser, parameters, their numba signature and
-    its body; ``noalias``: no two of its arrays share storage; ``linked``: its callers link its code
-    (a parallel loop's body is not: see :func:`autotune.codegen.runtime.nest`)."""
+    its body; ``noalias``: the arrays that share no byte with another of its arrays (:func:`unshared`;
+    True: all of them); ``linked``: its callers link its code (a parallel loop's body is not: see
+    :func:`autotune.codegen.runtime.nest`)."""
 
     name: str
     vectorizer: str
     params: tuple[str, ...]
     signature: str
     lines: tuple[str, ...]
-    noalias: bool = False
+    noalias: bool | tuple[str, ...] = False
     linked: bool = True
 
 
@@ -79,10 +80,10 @@ def outlined_args(
     names: Names,
     storage: Mapping[ir.Var, StorageArg],
     what: str | None = None,
-) -> tuple[list[str], list[str], bool]:
+) -> tuple[list[str], list[str], dict[str, ir.Var]]:
     """The argument names of the function for ``nest`` (a loop, or the body of a parallel loop
-    called ``what`` in messages), their numba types, and whether every array argument has storage
-    of its own (no two are views of one allocation or parameter).
+    called ``what`` in messages), their numba types, and the data (an allocation's or a
+    parameter's) that each array argument views.
 
     ``storage``: the kernel's storage arguments of the allocations inside ``nest`` other than
     ``local`` registers (the kernel's storage is preallocated: an allocation inside a tile loop
@@ -147,7 +148,26 @@ def outlined_args(
             raise CodegenError(f"codegen: {what} uses {var.name}, which no enclosing loop defines")
         args.append(names.var(var))
         types.append("int64")
-    return args, types, len(set(arrays.values())) == len(arrays)
+    return args, types, arrays
+
+
+def unshared(arrays: Mapping[str, ir.Var], storage: Mapping[ir.Var, StorageArg]) -> tuple[str, ...]:
+    """The array arguments (``arrays``: argument -> the data it views, from :func:`outlined_args`)
+    that share no byte with another, in order: no other views the same data, and, for the kernel's
+    storage (``storage``: every allocation's argument), none is on storage that may share bytes
+    with its own (:meth:`StorageArg.may_share_bytes`: the plan reuses the bytes of allocations
+    whose lifetimes do not meet, and a function that holds both uses both). A parameter is an
+    array of its own. These are the arrays that a function may mark ``noalias``."""
+    out = []
+    for name, data in arrays.items():
+        others = [d for n, d in arrays.items() if n != name]
+        if data in others:
+            continue
+        mine = storage.get(data)
+        if mine is not None and any(d in storage and mine.may_share_bytes(storage[d]) for d in others):
+            continue
+        out.append(name)
+    return tuple(out)
 
 
 def nest_module(nest: Outlined, constants: list[tuple[str, str]], decorator: str) -> NestModule:

@@ -271,13 +271,18 @@ class _Resolver:
 
 
 def nest(
-    signature: str, vectorizer: str, fastmath: set[str], noalias: bool = False, linked: bool = True
+    signature: str,
+    vectorizer: str,
+    fastmath: set[str],
+    noalias: bool | tuple[str, ...] = False,
+    linked: bool = True,
 ) -> Callable[[Callable[..., None]], Any]:
     """The decorator of an outlined nest: compiled for ``signature`` with ``vectorizer`` and the
     kernel's ``fastmath`` flags.
 
     The function's text is translated to LLVM IR (:func:`~autotune.codegen.nest_llvm.translate`;
-    ``noalias``: the caller promises that no two of its arrays share memory) and becomes an
+    ``noalias``: the arrays, True for all, that the caller promises share no memory with another
+    of its arrays) and becomes an
     intrinsic: where a kernel calls it, the call passes each array's data pointer (and an N-d
     array's dimensions). numba's frontend never sees the nest, which is what its compile time was
     (``experiments/compile_time.py``). A nest may call other translated nests: its code library

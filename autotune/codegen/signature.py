@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from math import prod
 
 from .. import ir
+from ..errors import CodegenError
 
 __all__ = ["KernelSource", "NestModule", "ParamArg", "StorageArg"]
 
@@ -53,6 +54,34 @@ class StorageArg:
     @property
     def nbytes(self) -> int:
         return prod(self.extents) * ir.dtype_bytes(self.dtype)
+
+    def placed(self) -> tuple[tuple[str, int], ...] | None:
+        """``(pool, offset)`` of each bank, from the annotations ``pool`` and ``offset`` that the
+        memory-planning pass writes (tuples with one entry per bank for a banked allocation);
+        None without them. CodegenError when they do not give one entry per bank."""
+        pool, offset = ir.ann_get(self.annotations, "pool"), ir.ann_get(self.annotations, "offset")
+        if pool is None or offset is None:
+            return None
+        pools = pool if isinstance(pool, tuple) else (pool,)
+        offsets = offset if isinstance(offset, tuple) else (offset,)
+        if len(pools) != self.banks or len(offsets) != self.banks:
+            raise CodegenError(
+                f"codegen: allocation {self.name} has {self.banks} bank(s) but annotations "
+                f"pool={pool!r} offset={offset!r}"
+            )
+        return tuple((str(p), int(o)) for p, o in zip(pools, offsets))
+
+    def may_share_bytes(self, other: StorageArg) -> bool:
+        """Whether the two allocations may be on a common byte: planned (:meth:`placed`) on
+        overlapping bytes of a pool (the planner puts allocations whose lifetimes do not meet on
+        the same bytes), or either without a placement (a plan handed to
+        :func:`~autotune.codegen.build` places it by its name, anywhere)."""
+        mine, theirs = self.placed(), other.placed()
+        if mine is None or theirs is None:
+            return True
+        size = self.bank_elems * ir.dtype_bytes(self.dtype)
+        other_size = other.bank_elems * ir.dtype_bytes(other.dtype)
+        return any(p == q and o < r + other_size and r < o + size for p, o in mine for q, r in theirs)
 
     def is_whole(self, buf: ir.Buffer) -> bool:
         """Whether ``buf`` is this storage itself (flat, of its dtype and all its elements): the

@@ -30,7 +30,7 @@ from ..ir import expr as E
 from .declare import Declarations, _const_shape
 from .exprgen import ExprWriter
 from .names import NEST, SELECT, Names, py_ident
-from .outline import Outlined, nest_module, outlined_args
+from .outline import Outlined, nest_module, outlined_args, unshared
 from .signature import KernelSource, ParamArg, StorageArg
 from .trees import TREE_PREC, UNROLL_LIMIT, balanced, combine, unrolled_reduction
 
@@ -49,7 +49,7 @@ VECTORIZERS = ("loop", "slp")
 def kernel_decorator(
     signature: str | None = None,
     vectorizer: str = "loop",
-    noalias: bool = False,
+    noalias: bool | tuple[str, ...] = False,
     linked: bool = True,
     parallel: bool = True,
 ) -> str:
@@ -59,10 +59,12 @@ def kernel_decorator(
     whose body is a function of its own (see :func:`generate_source`). With ``signature``, the decorator of an outlined nest (:mod:`~autotune.codegen.outline`):
     :func:`autotune.codegen.runtime.nest`, which compiles it for that signature with
     ``vectorizer`` and the kernel's fast-math flags; not parallel (it runs on the calling thread).
-    ``noalias`` and ``linked=False`` (a parallel loop's body) are written only when set."""
+    ``noalias`` (True: every array; a tuple: those arrays) and ``linked=False`` (a parallel loop's
+    body) are written only when set."""
     flags = "{" + ", ".join(f'"{f}"' for f in FASTMATH_FLAGS) + "}"
     if signature is not None:
-        extra = (", noalias=True" if noalias else "") + ("" if linked else ", linked=False")
+        marked = repr(noalias) if isinstance(noalias, bool) else f"({', '.join(f'{a!r}'.replace(chr(39), chr(34)) for a in noalias)}{',' * (len(noalias) == 1)})"
+        extra = (f", noalias={marked}" if noalias else "") + ("" if linked else ", linked=False")
         return f'@{NEST}("{signature}", vectorizer="{vectorizer}", fastmath={flags}{extra})'
     return f'@numba.njit(cache=True, fastmath={flags}, nogil=True, error_model="numpy", parallel={parallel})'
 
@@ -216,18 +218,21 @@ class _Generator(Declarations):
         ``results/compile_time_body.md``).
         The body written as a translated nest (:func:`autotune.codegen.runtime.nest` with
         ``linked=False``) is optimised once, its nests inlined into it, and numba's functions only
-        call it. Its arrays are ``noalias`` when no two share storage, as numba's body takes them.
+        call it. Its arrays are ``noalias``, as numba's body takes them, except those that share
+        bytes with another of its arrays (:func:`~.outline.unshared`).
         """
         try:
-            args, types, distinct = outlined_args(s, self.exprs, self.names, self._inner_storage(s), what)
+            args, types, arrays = outlined_args(s, self.exprs, self.names, self._inner_storage(s), what)
         except CodegenError:
             return False
+        free = unshared(arrays, self.storage)
+        noalias = True if len(free) == len(arrays) else free
         name = self.names.fresh(f"{self.kernel}_body")
         outer, self.lines = self.lines, []
         self.stmt(s, 1)
         body, self.lines = self.lines, outer
         signature = f"void({', '.join(types)})"
-        self.bodies.append(Outlined(name, self.vectorizer, tuple(args), signature, tuple(body), distinct, linked=False))
+        self.bodies.append(Outlined(name, self.vectorizer, tuple(args), signature, tuple(body), noalias, linked=False))
         self.emit(depth, f"{name}({', '.join(args)})")
         return True
 
@@ -304,16 +309,18 @@ def generate_source(func: ir.Func, name: str | None = None) -> KernelSource:
     Each parallel loop's body is a function of its own where it can be
     (:meth:`_Generator._outline_body`). A serial kernel's body is the one iteration of a
     ``prange(1)``: numba compiles the body of a parallel loop as a separate function whose array
-    arguments are ``noalias`` when its alias analysis finds none (ours never alias: parameters and
-    disjoint pool views), and an outlined body is ``noalias`` on the same condition. A plain
+    arguments are all ``noalias`` when no variable of the body aliases another (its
+    ``find_potential_aliases_parfor``: an assignment such as ``V = T_data.reshape(...)`` is one;
+    two arguments that view shared bytes of a pool are not), and an outlined body marks ``noalias``
+    the arrays that share no byte with another (:func:`~.outline.unshared`, which also reads the
+    memory plan's offsets). A plain
     function gets no such attribute, so LLVM must assume that every store may change every array,
     and it neither vectorises nor hoists: a serial kernel of three convolution stages (1x1,
     depthwise 3x3, 1x1) ran 5.2 ms as a function and 1.1 ms as a one-iteration parallel loop, on
     one thread both. (``numba.set_num_threads(1)`` around it would keep the other worker from
     waking, but a kernel that calls it cannot be cached.)
 
-    When that body is written as a function of its own (:meth:`_Generator._outline_body`, its
-    arrays ``noalias`` on the same condition), the kernel only declares its storage and calls it,
+    When that body is written as a function of its own (:meth:`_Generator._outline_body`), the kernel only declares its storage and calls it,
     and is a plain function (``parallel=False``, ``range(1)``): a one-iteration parallel loop still
     goes through numba's thread pool at every call, which costs a microsecond or two and exposes a
     serial kernel to another process's use of the other core (``experiments/serial_dispatch.py``,

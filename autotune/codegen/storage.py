@@ -53,16 +53,9 @@ def placements_of(st: StorageArg, plan: MemoryPlan) -> list[tuple[str, int, int 
     entry per bank for a banked allocation), else from ``plan.placements`` by
     allocation name (``name``, or ``name.bank{k}`` for bank ``k``).
     """
-    pool, offset = ir.ann_get(st.annotations, "pool"), ir.ann_get(st.annotations, "offset")
-    if pool is not None and offset is not None:
-        pools = pool if isinstance(pool, tuple) else (pool,)
-        offsets = offset if isinstance(offset, tuple) else (offset,)
-        if len(pools) != st.banks or len(offsets) != st.banks:
-            raise CodegenError(
-                f"codegen: allocation {st.name} has {st.banks} bank(s) but annotations "
-                f"pool={pool!r} offset={offset!r}"
-            )
-        return [(str(p), int(o), None) for p, o in zip(pools, offsets)]
+    placed = st.placed()
+    if placed is not None:
+        return [(pool, offset, None) for pool, offset in placed]
     names = [st.name] if not st.banked else [f"{st.name}.bank{k}" for k in range(st.banks)]
     found: list[Placement] = []
     for name in names:

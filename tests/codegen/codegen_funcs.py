@@ -184,6 +184,32 @@ def tiled_stage(tiles: int = 4, size: int = 6, view: bool = False) -> tuple[ir.F
     return func, reference
 
 
+def tiled_stages(tiles: int = 4, size: int = 6) -> tuple[ir.Func, Reference]:
+    """O = ((A * 2 + 1) * 3 - 4) * 0.5 through three intermediates T -> U -> V, each ``size``
+    floats allocated under the tile loop ``t`` and filled from the one before: T and V never live
+    at once, so a memory plan may put them on the same bytes."""
+    n = tiles * size
+    a, out = ir.decl_buffer("A", (n,)), ir.decl_buffer("O", (n,))
+    t_, u, v = (ir.decl_buffer(name, (size,)) for name in ("T", "U", "V"))
+    t, j = ir.Var("t"), ir.Var("j")
+
+    def loop(store: ir.Stmt) -> ir.Stmt:
+        return ir.For(j, ir.const(0), ir.const(size), "serial", store)
+
+    def alloc(buf: ir.Buffer, body: ir.Stmt) -> ir.Stmt:
+        return ir.Allocate(buf.data, "float32", (ir.const(size),), ir.DeclBuffer(buf, body))
+
+    last = ir.seq(loop(ir.BufferStore(v, u[j] - 4.0, (j,))), loop(ir.BufferStore(out, v[j] * 0.5, (t * size + j,))))
+    middle = ir.seq(loop(ir.BufferStore(u, t_[j] * 3.0, (j,))), alloc(v, last))
+    first = ir.seq(loop(ir.BufferStore(t_, a[t * size + j] * 2.0 + 1.0, (j,))), alloc(u, middle))
+    func = ir.Func("tiled_stages", (a, out), ir.For(t, ir.const(0), ir.const(tiles), "serial", alloc(t_, first)))
+
+    def reference(x: np.ndarray) -> tuple[np.ndarray, ...]:
+        return ((((x * 2 + 1) * 3 - 4) * 0.5).astype(np.float32),)
+
+    return func, reference
+
+
 def register_tiled(func: ir.Func, unroll: bool = True, outline: str | None = None) -> Schedule:
     """C in 4x8 tiles: for io, jo: acc[4, 8] = 0; for k: acc += A[i, k] * B[k, j]; C[tile] = acc.
 

@@ -6,12 +6,14 @@ import math
 import sys
 
 import pytest
-from codegen_funcs import banked, padded_conv, pool_chain, tiled_stage
+from codegen_funcs import banked, padded_conv, pool_chain, tiled_stage, tiled_stages
 
 from autotune import ir
 from autotune.codegen import generate_source
 from autotune.codegen.source import UNROLL_LIMIT
 from autotune.errors import CodegenError
+from autotune.lowering import plan_lowered
+from autotune.memory import Pool
 
 
 def _func(body: ir.Stmt, *params: ir.Buffer, name: str = "f") -> ir.Func:
@@ -218,6 +220,26 @@ def test_a_body_that_allocates_under_a_tile_loop_takes_the_storage_as_an_argumen
     assert "prange" not in src.text
 
 
+def test_a_bodys_allocations_planned_on_shared_bytes_are_not_noalias() -> None:
+    # T and V live at different times of each tile (T -> U -> V): the plan puts them on the same
+    # bytes, and the body that holds all three may not promise LLVM that T and V do not alias
+    func, _ = tiled_stages()
+    planned = plan_lowered(func, pools=(Pool("p", 1024),)).func
+    placed = {st.arg: st.placed() for st in generate_source(planned).storage}
+    assert placed["T_data"] == placed["V_data"] != placed["U_data"]
+    src = generate_source(planned)
+    assert src.bodies == ("tiled_stages_body",)
+    assert (
+        'noalias=("A", "U_data", "O"), linked=False)\ndef tiled_stages_body(T_data, A, U_data, V_data, O):'
+        in src.text
+    )
+    # the same function without a plan: allocations that a plan handed to build may place
+    # anywhere are not noalias either
+    assert 'noalias=("A", "O"), linked=False)\ndef tiled_stages_body(' in generate_source(func).text
+    # with one allocation, nothing to share bytes with
+    assert "noalias=True, linked=False)\ndef tiled_stage_body(" in generate_source(tiled_stage()[0]).text
+
+
 def test_a_body_that_views_storage_allocated_under_a_tile_loop_stays_in_the_kernel() -> None:
     # a 2-d view of T is a reshape, a statement outside the translator's subset: the body stays
     # in the kernel's one-iteration parallel loop, where numba gives its arrays noalias
@@ -227,8 +249,9 @@ def test_a_body_that_views_storage_allocated_under_a_tile_loop_stays_in_the_kern
     assert "            T2 = T_data.reshape((2, 3))\n" in src.text
 
 
-def test_a_body_whose_arrays_share_storage_is_not_noalias() -> None:
-    # B and its 2-d view V are one parameter's data: the body may not promise they do not alias
+def test_a_bodys_arrays_that_share_storage_are_not_noalias() -> None:
+    # B and its 2-d view V are one parameter's data: the body may not promise they do not alias;
+    # A, an array of its own, stays noalias
     a, b = ir.decl_buffer("A", (16,)), ir.decl_buffer("B", (16,))
     v = ir.decl_buffer("V", (4, 4), data=b.data)
     i = ir.Var("i")
@@ -236,7 +259,7 @@ def test_a_body_whose_arrays_share_storage_is_not_noalias() -> None:
     body = ir.DeclBuffer(v, ir.For(i, ir.const(0), ir.const(16), "serial", store))
     src = generate_source(_func(body, a, b))
     assert src.bodies == ("f_body",)
-    assert 'fastmath={"afn", "arcp", "contract", "nsz", "reassoc"}, linked=False)\ndef f_body(B, A, V):' in src.text
+    assert 'fastmath={"afn", "arcp", "contract", "nsz", "reassoc"}, noalias=("A",), linked=False)\ndef f_body(B, A, V):' in src.text
 
 
 def test_symbolic_loop_bounds() -> None:

@@ -339,3 +339,21 @@ def test_a_nest_compiled_for_a_caller_that_links_it_is_registered_for_one_that_c
     out = np.zeros(3, np.float32)
     _caller(by_symbol, 3)(out, np.array([1, 2, 3], np.float32), 3)
     np.testing.assert_array_equal(out, [-1, -2, -3])
+
+
+@pytest.mark.parametrize(
+    ("noalias", "signature"),
+    [
+        (True, "ptr noalias %a.out, ptr noalias %a.banks.b0, ptr noalias %a.banks.b1, ptr noalias %a.grid, i64 %a.grid.d1, i64 %a.n"),
+        (("banks",), "ptr %a.out, ptr noalias %a.banks.b0, ptr noalias %a.banks.b1, ptr %a.grid, i64 %a.grid.d1, i64 %a.n"),
+        (("out", "grid"), "ptr noalias %a.out, ptr %a.banks.b0, ptr %a.banks.b1, ptr noalias %a.grid, i64 %a.grid.d1, i64 %a.n"),
+        (False, "ptr %a.out, ptr %a.banks.b0, ptr %a.banks.b1, ptr %a.grid, i64 %a.grid.d1, i64 %a.n"),
+    ],
+)
+def test_the_arrays_that_noalias_names_are_noalias_pointers(noalias, signature):
+    params = [
+        Param("out", "array", "float32"), Param("banks", "banks", "float32", 1, 2),
+        Param("grid", "array", "float32", 2), Param("n", "int", "int64"),
+    ]  # fmt: skip
+    text = translate("def f(out, banks, grid, n):\n    pass\n", params, {}.get, {}.get, "f", (), noalias)
+    assert f"define void @f({signature}) #0 {{" in text
