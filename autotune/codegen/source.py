@@ -63,7 +63,8 @@ def kernel_decorator(
     body) are written only when set."""
     flags = "{" + ", ".join(f'"{f}"' for f in FASTMATH_FLAGS) + "}"
     if signature is not None:
-        marked = repr(noalias) if isinstance(noalias, bool) else f"({', '.join(f'{a!r}'.replace(chr(39), chr(34)) for a in noalias)}{',' * (len(noalias) == 1)})"
+        names = ", ".join(f'"{a}"' for a in noalias) if not isinstance(noalias, bool) else ""
+        marked = repr(noalias) if isinstance(noalias, bool) else f"({names}{',' if len(noalias) == 1 else ''})"
         extra = (f", noalias={marked}" if noalias else "") + ("" if linked else ", linked=False")
         return f'@{NEST}("{signature}", vectorizer="{vectorizer}", fastmath={flags}{extra})'
     return f'@numba.njit(cache=True, fastmath={flags}, nogil=True, error_model="numpy", parallel={parallel})'
