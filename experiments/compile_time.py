@@ -4,7 +4,8 @@
         [--trials RUN_DIR:N[,N...] | --trials RUN_DIR:serial ...] [--only-trials]
 
 For each schedule below (the stored and the tuned bests of bottleneck 112x112, pool_chain and
-matmul; with ``--trials``, also trials of a tuning run's log, with its configuration's pools),
+matmul; with ``--trials``, also trials of a tuning run's log, with its configuration's workload,
+a registered one or a chain of a file, and pools),
 replays its trace, lowers it and builds + compiles its kernel in one fresh process per
 code version, with an empty kernel cache (a ``tempfile.TemporaryDirectory``: numba's disk cache
 beside the modules is empty too), as a tune's worker does; the seconds are wall seconds of
@@ -81,10 +82,13 @@ def logged_schedules(spec: str) -> list[dict[str, Any]]:
     else:
         numbers = {int(n) for n in which.split(",")}
         chosen = [r for r in rows if r["trial"] in numbers]
+    name = config.get("workload.name")
+    path = None if name is not None else _in_repo(config["workload.path"])
     return [
         {
-            "label": f"{config['workload.name']}, {root.name} trial {r['trial']}",
-            "workload": config["workload.name"],
+            "label": f"{name or path.rpartition(':')[2]}, {root.name} trial {r['trial']}",
+            "workload": name,
+            "path": path,
             "args": args,
             "pools": [[p["name"], p["size"]] for p in config["memory.pools"]],
             "planner": config["memory.planner"],
@@ -95,14 +99,33 @@ def logged_schedules(spec: str) -> list[dict[str, Any]]:
     ]
 
 
+def _in_repo(spec: str) -> str:
+    """A workload file's ``PATH:function`` as a run's log names it (where that run's checkout
+    was), at the same place in this repository when the logged file is not there."""
+    file, sep, function = spec.rpartition(":")
+    logged = Path(file)
+    if logged.is_file():
+        return spec
+    for k in range(1, len(logged.parts)):
+        here = REPO.joinpath(*logged.parts[k:])
+        if here.is_file():
+            return f"{here}{sep}{function}"
+    raise SystemExit(f"compile_time: the workload file {file} of the run's log is not in {REPO} either")
+
+
 def _lowered(schedule: dict[str, Any]) -> tuple[Any, Any]:
-    """The workload of ``schedule`` and the lowering of its trace."""
+    """The workload of ``schedule`` (a registered name, or a file's ``PATH:function``) and the
+    lowering of its trace."""
     from autotune.lowering import lower
+    from autotune.measure.task import load_workload_file
     from autotune.memory import Pool
     from autotune.schedule import Schedule
     from autotune.workloads import get
 
-    wl = get(schedule["workload"], **schedule["args"])
+    if schedule.get("path"):
+        wl = load_workload_file(schedule["path"], schedule["args"], check=True)
+    else:
+        wl = get(schedule["workload"], **schedule["args"])
     pools = tuple(Pool(name, size) for name, size in schedule["pools"])
     sch = Schedule.replay(wl.func, schedule["trace"])
     return wl, lower(sch.func, pools=pools, planner=schedule["planner"], seed=schedule["seed"])
@@ -145,6 +168,7 @@ def timing(dirs: dict[str, Path], rounds: int, schedules: list[dict[str, Any]]) 
     import numpy as np
 
     from autotune.codegen import build
+    from autotune.measure.run import reference_outputs
 
     rows = []
     with tempfile.TemporaryDirectory() as cache:
@@ -152,7 +176,7 @@ def timing(dirs: dict[str, Path], rounds: int, schedules: list[dict[str, Any]]) 
             wl, lowered = _lowered(schedule)
             kernel = build(lowered.func, lowered.plan, cache_dir=cache)  # storage and the entry's name
             inputs = wl.make_inputs(0)
-            want = wl.reference(*inputs)
+            want = reference_outputs(wl, inputs)  # a tuple: the reference may return one array
             runs: dict[str, Any] = {}
             errors: dict[str, float] = {}
             for version, d in dirs.items():
