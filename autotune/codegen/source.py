@@ -63,8 +63,10 @@ def kernel_decorator(
     body) are written only when set."""
     flags = "{" + ", ".join(f'"{f}"' for f in FASTMATH_FLAGS) + "}"
     if signature is not None:
-        names = ", ".join(f'"{a}"' for a in noalias) if not isinstance(noalias, bool) else ""
-        marked = repr(noalias) if isinstance(noalias, bool) else f"({names}{',' if len(noalias) == 1 else ''})"
+        if isinstance(noalias, bool):
+            marked = repr(noalias)
+        else:  # a tuple of names, written with double quotes as the rest of the line
+            marked = "(" + ", ".join(f'"{a}"' for a in noalias) + ("," if len(noalias) == 1 else "") + ")"
         extra = (f", noalias={marked}" if noalias else "") + ("" if linked else ", linked=False")
         return f'@{NEST}("{signature}", vectorizer="{vectorizer}", fastmath={flags}{extra})'
     return f'@numba.njit(cache=True, fastmath={flags}, nogil=True, error_model="numpy", parallel={parallel})'

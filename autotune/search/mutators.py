@@ -20,7 +20,8 @@ a form of one choice it always moves to another. By numeric order alone a regist
 would become no register tile with probability 0.04, and a stage whose fastest form is its
 window unrolled and jammed would rarely be bred into it from a register-tiled parent; the runs
 that measure this are ``experiments/sample_efficiency.py``'s, in
-``results/sample_efficiency_rocketlake_form_mutator/``.
+``results/sample_efficiency_rocketlake_form_mutator/`` and (uncontended)
+``results/sample_efficiency_rocketlake_form_mutator_quiet/``.
 
 The kind of a knob (``Knob.kind``, one of
 :data:`~autotune.schedule.primitives.sample.KINDS`) says which mutator moves it::
